@@ -1,0 +1,516 @@
+//! The pool's settings, checked once when built.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The largest `max_size` a pool accepts.
+///
+/// The pool addresses its connection slots with 16-bit indices so that the
+/// idle stack's head, its ABA tag and its flags fit in one atomic word.
+pub const MAX_POOL_SIZE: u32 = 65_535;
+
+/// How a connection is checked when it is handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ValidationMode {
+    /// Hand connections out unchecked. A dead connection shows itself on
+    /// first use.
+    None,
+    /// Call [`ManageConnection::is_valid`](crate::ManageConnection::is_valid)
+    /// at checkout, unless the connection was in use within
+    /// `validation_bypass`.
+    #[default]
+    IsValid,
+}
+
+/// A setting, or a combination of settings, that the pool cannot run with.
+///
+/// It names the field and the rule it broke.
+///
+/// ```
+/// use pool_api::PoolConfig;
+///
+/// let err = PoolConfig::builder().max_size(0).build().unwrap_err();
+/// assert_eq!(err.field(), "max_size");
+/// assert_eq!(err.to_string(), "invalid pool config: `max_size` must be at least 1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    rule: &'static str,
+}
+
+impl ConfigError {
+    fn new(field: &'static str, rule: &'static str) -> Self {
+        Self { field, rule }
+    }
+
+    /// The builder method whose value broke the rule.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The rule, in words ("must be at least 1").
+    pub fn rule(&self) -> &'static str {
+        self.rule
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid pool config: `{}` {}", self.field, self.rule)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The pool's settings, every one validated.
+///
+/// Made by [`PoolConfig::builder`]; [`PoolConfig::default`] gives the
+/// defaults listed on [`PoolConfigBuilder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use pool_api::PoolConfig;
+///
+/// let config = PoolConfig::builder()
+///     .name("orders")
+///     .max_size(16)
+///     .min_size(2)
+///     .acquire_timeout(Duration::from_secs(5))
+///     .build()?;
+/// assert_eq!(config.max_size(), 16);
+/// # Ok::<(), pool_api::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolConfig {
+    name: String,
+    min_size: u32,
+    max_size: u32,
+    acquire_timeout: Duration,
+    connect_timeout: Duration,
+    idle_timeout: Option<Duration>,
+    max_lifetime: Option<Duration>,
+    max_lifetime_jitter: f64,
+    validation_mode: ValidationMode,
+    validation_bypass: Duration,
+    validation_timeout: Duration,
+    leak_detection_threshold: Option<Duration>,
+    keepalive_interval: Option<Duration>,
+    housekeeping_period: Duration,
+    max_concurrent_connects: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            name: "pool".to_owned(),
+            min_size: 0,
+            max_size: 10,
+            acquire_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(10 * 60)),
+            max_lifetime: Some(Duration::from_secs(30 * 60)),
+            max_lifetime_jitter: 0.05,
+            validation_mode: ValidationMode::IsValid,
+            validation_bypass: Duration::from_millis(500),
+            validation_timeout: Duration::from_secs(5),
+            leak_detection_threshold: None,
+            keepalive_interval: None,
+            housekeeping_period: Duration::from_secs(30),
+            max_concurrent_connects: 2,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// Starts a builder holding the defaults.
+    pub fn builder() -> PoolConfigBuilder {
+        PoolConfigBuilder {
+            config: PoolConfig::default(),
+        }
+    }
+
+    /// Label in logs and metrics.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Connections kept open even when idle.
+    pub fn min_size(&self) -> u32 {
+        self.min_size
+    }
+    /// Hard bound on open connections (idle, in use and being opened).
+    pub fn max_size(&self) -> u32 {
+        self.max_size
+    }
+    /// How long `get()` may wait in total.
+    pub fn acquire_timeout(&self) -> Duration {
+        self.acquire_timeout
+    }
+    /// Bound on one `connect()`.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+    /// Connections idle this long are closed, never below `min_size`.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+    /// Connections this old are retired.
+    pub fn max_lifetime(&self) -> Option<Duration> {
+        self.max_lifetime
+    }
+    /// Fraction of `max_lifetime` by which each connection's lifetime is
+    /// shortened at random.
+    pub fn max_lifetime_jitter(&self) -> f64 {
+        self.max_lifetime_jitter
+    }
+    /// How connections are checked at checkout.
+    pub fn validation_mode(&self) -> ValidationMode {
+        self.validation_mode
+    }
+    /// Validation is skipped for a connection in use this recently.
+    pub fn validation_bypass(&self) -> Duration {
+        self.validation_bypass
+    }
+    /// Bound on `is_valid`, `reset` and the checkout/return hooks.
+    pub fn validation_timeout(&self) -> Duration {
+        self.validation_timeout
+    }
+    /// A connection held longer than this is reported as a leak.
+    pub fn leak_detection_threshold(&self) -> Option<Duration> {
+        self.leak_detection_threshold
+    }
+    /// Idle connections are pinged at this interval.
+    pub fn keepalive_interval(&self) -> Option<Duration> {
+        self.keepalive_interval
+    }
+    /// How often the housekeeper runs.
+    pub fn housekeeping_period(&self) -> Duration {
+        self.housekeeping_period
+    }
+    /// Bound on simultaneous `connect()` calls.
+    pub fn max_concurrent_connects(&self) -> u32 {
+        self.max_concurrent_connects
+    }
+
+    /// Checks every rule; the builder calls this, and so does the pool for a
+    /// config it is handed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first field that breaks a rule.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field, rule| Err(ConfigError::new(field, rule));
+        if self.name.is_empty() {
+            return err("name", "must not be empty");
+        }
+        if self.max_size == 0 {
+            return err("max_size", "must be at least 1");
+        }
+        if self.max_size > MAX_POOL_SIZE {
+            return err("max_size", "must be at most 65535");
+        }
+        if self.min_size > self.max_size {
+            return err("min_size", "must not exceed max_size");
+        }
+        if self.max_concurrent_connects == 0 {
+            return err("max_concurrent_connects", "must be at least 1");
+        }
+        let nonzero: [(&'static str, Duration); 4] = [
+            ("acquire_timeout", self.acquire_timeout),
+            ("connect_timeout", self.connect_timeout),
+            ("validation_timeout", self.validation_timeout),
+            ("housekeeping_period", self.housekeeping_period),
+        ];
+        for (field, value) in nonzero {
+            if value.is_zero() {
+                return err(field, "must be greater than zero");
+            }
+        }
+        let optional: [(&'static str, Option<Duration>); 4] = [
+            ("idle_timeout", self.idle_timeout),
+            ("max_lifetime", self.max_lifetime),
+            ("leak_detection_threshold", self.leak_detection_threshold),
+            ("keepalive_interval", self.keepalive_interval),
+        ];
+        for (field, value) in optional {
+            if value.is_some_and(|d| d.is_zero()) {
+                return err(field, "must be greater than zero (use None to turn it off)");
+            }
+        }
+        if !(self.max_lifetime_jitter.is_finite()
+            && (0.0..=0.5).contains(&self.max_lifetime_jitter))
+        {
+            return err("max_lifetime_jitter", "must be a number from 0.0 to 0.5");
+        }
+        if let (Some(idle), Some(life)) = (self.idle_timeout, self.max_lifetime) {
+            if idle >= life {
+                return err("idle_timeout", "must be shorter than max_lifetime");
+            }
+        }
+        if let (Some(keepalive), Some(life)) = (self.keepalive_interval, self.max_lifetime) {
+            if keepalive >= life {
+                return err("keepalive_interval", "must be shorter than max_lifetime");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`PoolConfig`]; every setter is optional.
+///
+/// Each setter takes and returns the builder; [`build`](Self::build) checks
+/// the combination and never panics.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build()` is called"]
+pub struct PoolConfigBuilder {
+    config: PoolConfig,
+}
+
+impl PoolConfigBuilder {
+    /// Label in logs and metrics (the `pool` label of every series).
+    /// Defaults to `"pool"`; must not be empty.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.name = name.into();
+        self
+    }
+
+    /// Connections kept open even when idle; the housekeeper refills to it
+    /// after losses. Defaults to 0; must not exceed `max_size`.
+    pub fn min_size(mut self, min_size: u32) -> Self {
+        self.config.min_size = min_size;
+        self
+    }
+
+    /// Hard bound on open connections: idle, in use and being opened
+    /// together. Defaults to 10; from 1 to [`MAX_POOL_SIZE`].
+    pub fn max_size(mut self, max_size: u32) -> Self {
+        self.config.max_size = max_size;
+        self
+    }
+
+    /// How long `get()` may take in total: waiting for a connection, the
+    /// connect it may wait on, and checkout validation. Defaults to 30
+    /// seconds; must be greater than zero.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.config.acquire_timeout = timeout;
+        self
+    }
+
+    /// Bound on one `connect()` plus the `after_connect` hook. Defaults to 10
+    /// seconds; must be greater than zero.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Close connections idle this long, never going below `min_size`;
+    /// `None` keeps idle connections forever. Defaults to 10 minutes; must be
+    /// shorter than `max_lifetime`.
+    pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.config.idle_timeout = timeout.into();
+        self
+    }
+
+    /// Retire connections this old (less a random jitter, see
+    /// [`max_lifetime_jitter`](Self::max_lifetime_jitter)); an in-use one is
+    /// retired when it comes back. `None` keeps them forever. Defaults to 30
+    /// minutes; set it a little below the server's or proxy's own limit.
+    pub fn max_lifetime(mut self, lifetime: impl Into<Option<Duration>>) -> Self {
+        self.config.max_lifetime = lifetime.into();
+        self
+    }
+
+    /// Fraction of `max_lifetime` by which each connection's lifetime is
+    /// shortened at random, so connections opened together do not all expire
+    /// together. Defaults to 0.05; from 0.0 to 0.5.
+    pub fn max_lifetime_jitter(mut self, jitter: f64) -> Self {
+        self.config.max_lifetime_jitter = jitter;
+        self
+    }
+
+    /// How connections are checked at checkout. Defaults to
+    /// [`ValidationMode::IsValid`].
+    pub fn validation_mode(mut self, mode: ValidationMode) -> Self {
+        self.config.validation_mode = mode;
+        self
+    }
+
+    /// Skip checkout validation when the connection was in use this recently:
+    /// a connection returned a moment ago is almost surely alive, and the
+    /// round trip would double a short query's cost. `Duration::ZERO`
+    /// validates at every checkout. Defaults to 500 ms.
+    pub fn validation_bypass(mut self, bypass: Duration) -> Self {
+        self.config.validation_bypass = bypass;
+        self
+    }
+
+    /// Bound on `is_valid`, `reset`, keepalive pings and the checkout and
+    /// return hooks. Defaults to 5 seconds; must be greater than zero.
+    pub fn validation_timeout(mut self, timeout: Duration) -> Self {
+        self.config.validation_timeout = timeout;
+        self
+    }
+
+    /// Warn, with the backtrace of the `get()` that took it, when a
+    /// connection is held longer than this. `None` turns leak detection off
+    /// and costs nothing. Defaults to `None`.
+    pub fn leak_detection_threshold(mut self, threshold: impl Into<Option<Duration>>) -> Self {
+        self.config.leak_detection_threshold = threshold.into();
+        self
+    }
+
+    /// Ping idle connections at this interval so firewalls and proxies do
+    /// not drop them silently; the ones that fail are retired. `None` turns
+    /// it off. Defaults to `None`; must be shorter than `max_lifetime`.
+    pub fn keepalive_interval(mut self, interval: impl Into<Option<Duration>>) -> Self {
+        self.config.keepalive_interval = interval.into();
+        self
+    }
+
+    /// How often the housekeeper runs (idle and lifetime retirement, refill
+    /// to `min_size`, keepalive, leak reports). Defaults to 30 seconds; tests
+    /// use milliseconds.
+    pub fn housekeeping_period(mut self, period: Duration) -> Self {
+        self.config.housekeeping_period = period;
+        self
+    }
+
+    /// Bound on simultaneous `connect()` calls, so a burst of demand does not
+    /// become a connection storm. Defaults to 2; must be at least 1.
+    pub fn max_concurrent_connects(mut self, n: u32) -> Self {
+        self.config.max_concurrent_connects = n;
+        self
+    }
+
+    /// Checks the settings and returns the config.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field and the rule, for: an empty name;
+    /// `max_size` 0 or above [`MAX_POOL_SIZE`]; `min_size > max_size`;
+    /// `max_concurrent_connects` 0; a zero `acquire_timeout`,
+    /// `connect_timeout`, `validation_timeout` or `housekeeping_period`; a
+    /// `Some(ZERO)` idle timeout, lifetime, leak threshold or keepalive; a
+    /// jitter outside 0.0..=0.5; `idle_timeout >= max_lifetime`;
+    /// `keepalive_interval >= max_lifetime`.
+    pub fn build(self) -> Result<PoolConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(builder: PoolConfigBuilder) -> &'static str {
+        builder
+            .build()
+            .expect_err("config should be rejected")
+            .field()
+    }
+
+    #[test]
+    fn defaults_are_valid_and_documented() {
+        let config = PoolConfig::builder().build().unwrap();
+        assert_eq!(config, PoolConfig::default());
+        assert_eq!(config.name(), "pool");
+        assert_eq!(config.min_size(), 0);
+        assert_eq!(config.max_size(), 10);
+        assert_eq!(config.acquire_timeout(), Duration::from_secs(30));
+        assert_eq!(config.connect_timeout(), Duration::from_secs(10));
+        assert_eq!(config.idle_timeout(), Some(Duration::from_secs(600)));
+        assert_eq!(config.max_lifetime(), Some(Duration::from_secs(1800)));
+        assert_eq!(config.validation_mode(), ValidationMode::IsValid);
+        assert_eq!(config.validation_bypass(), Duration::from_millis(500));
+        assert_eq!(config.validation_timeout(), Duration::from_secs(5));
+        assert_eq!(config.leak_detection_threshold(), None);
+        assert_eq!(config.keepalive_interval(), None);
+        assert_eq!(config.housekeeping_period(), Duration::from_secs(30));
+        assert_eq!(config.max_concurrent_connects(), 2);
+        assert_eq!(config.max_lifetime_jitter(), 0.05);
+    }
+
+    #[test]
+    fn every_invalid_combination_names_its_field() {
+        let b = PoolConfig::builder;
+        let zero = Duration::ZERO;
+        assert_eq!(field_of(b().name("")), "name");
+        assert_eq!(field_of(b().max_size(0)), "max_size");
+        assert_eq!(field_of(b().max_size(MAX_POOL_SIZE + 1)), "max_size");
+        assert_eq!(field_of(b().max_size(4).min_size(5)), "min_size");
+        assert_eq!(
+            field_of(b().max_concurrent_connects(0)),
+            "max_concurrent_connects"
+        );
+        assert_eq!(field_of(b().acquire_timeout(zero)), "acquire_timeout");
+        assert_eq!(field_of(b().connect_timeout(zero)), "connect_timeout");
+        assert_eq!(field_of(b().validation_timeout(zero)), "validation_timeout");
+        assert_eq!(
+            field_of(b().housekeeping_period(zero)),
+            "housekeeping_period"
+        );
+        assert_eq!(field_of(b().idle_timeout(zero)), "idle_timeout");
+        assert_eq!(field_of(b().max_lifetime(zero)), "max_lifetime");
+        assert_eq!(
+            field_of(b().leak_detection_threshold(zero)),
+            "leak_detection_threshold"
+        );
+        assert_eq!(field_of(b().keepalive_interval(zero)), "keepalive_interval");
+        assert_eq!(
+            field_of(b().max_lifetime_jitter(-0.1)),
+            "max_lifetime_jitter"
+        );
+        assert_eq!(
+            field_of(b().max_lifetime_jitter(0.6)),
+            "max_lifetime_jitter"
+        );
+        assert_eq!(
+            field_of(b().max_lifetime_jitter(f64::NAN)),
+            "max_lifetime_jitter"
+        );
+        let min = Duration::from_secs(60);
+        assert_eq!(
+            field_of(b().idle_timeout(min).max_lifetime(min)),
+            "idle_timeout"
+        );
+        assert_eq!(
+            field_of(
+                b().idle_timeout(None)
+                    .keepalive_interval(min)
+                    .max_lifetime(min)
+            ),
+            "keepalive_interval"
+        );
+    }
+
+    #[test]
+    fn edge_values_are_accepted() {
+        let config = PoolConfig::builder()
+            .max_size(MAX_POOL_SIZE)
+            .min_size(MAX_POOL_SIZE)
+            .validation_bypass(Duration::ZERO)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .keepalive_interval(Duration::from_secs(1))
+            .max_lifetime_jitter(0.0)
+            .acquire_timeout(Duration::MAX)
+            .build();
+        assert!(config.is_ok(), "{config:?}");
+    }
+
+    #[test]
+    fn error_display_names_field_and_rule() {
+        let err = PoolConfig::builder()
+            .max_size(2)
+            .min_size(3)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.rule(), "must not exceed max_size");
+        assert_eq!(
+            err.to_string(),
+            "invalid pool config: `min_size` must not exceed max_size"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! The trait a backend implements so the pool can open, check and clean its
+//! connections.
+
+/// Opens, checks and cleans connections of one kind for the pool.
+///
+/// The pool calls [`connect`](Self::connect) to open a connection,
+/// [`is_valid`](Self::is_valid) at checkout when validation is on,
+/// and, each time a connection comes back, the two cheap synchronous checks
+/// [`has_broken`](Self::has_broken) and [`needs_reset`](Self::needs_reset);
+/// [`reset`](Self::reset) runs only when `needs_reset` said so.
+///
+/// # Example
+///
+/// ```
+/// use pool_api::{async_trait, ManageConnection};
+///
+/// #[derive(Debug)]
+/// struct Counter;
+///
+/// #[async_trait]
+/// impl ManageConnection for Counter {
+///     type Connection = u64;
+///     type Error = std::io::Error;
+///
+///     async fn connect(&self) -> Result<u64, std::io::Error> {
+///         Ok(0)
+///     }
+///     async fn is_valid(&self, _conn: &mut u64) -> Result<(), std::io::Error> {
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait ManageConnection: Send + Sync + 'static {
+    /// The connection the pool holds.
+    type Connection: Send + 'static;
+    /// What opening or checking a connection can fail with.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Opens one new connection.
+    ///
+    /// The pool bounds each call by `connect_timeout` and never runs more
+    /// than `max_concurrent_connects` of them at once.
+    async fn connect(&self) -> Result<Self::Connection, Self::Error>;
+
+    /// Liveness check used by [`ValidationMode::IsValid`](crate::ValidationMode::IsValid)
+    /// at checkout: a ping or `SELECT 1`.
+    ///
+    /// An error closes the connection and the caller is given another one.
+    async fn is_valid(&self, conn: &mut Self::Connection) -> Result<(), Self::Error>;
+
+    /// Cheap synchronous check when a connection comes back: is it unusable
+    /// (socket closed, protocol desynchronised)? A `true` closes it.
+    fn has_broken(&self, _conn: &mut Self::Connection) -> bool {
+        false
+    }
+
+    /// Cheap synchronous check when a connection comes back: is it dirty (an
+    /// open transaction, a queued rollback, changed session state)? A `true`
+    /// runs [`reset`](Self::reset) before anyone else can get it.
+    fn needs_reset(&self, _conn: &mut Self::Connection) -> bool {
+        false
+    }
+
+    /// Brings a dirty connection back to a clean state (rollback, defaults).
+    ///
+    /// An error closes the connection.
+    async fn reset(&self, _conn: &mut Self::Connection) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}

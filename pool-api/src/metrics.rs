@@ -1,0 +1,84 @@
+//! The pool's figures at one moment.
+
+use std::time::Duration;
+
+/// Connections closed by the pool, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Evictions {
+    /// Idle longer than `idle_timeout`.
+    pub idle_timeout: u64,
+    /// Older than `max_lifetime` (less jitter).
+    pub max_lifetime: u64,
+    /// `has_broken` said so at return.
+    pub broken: u64,
+    /// Failed checkout validation or a keepalive ping.
+    pub validation: u64,
+    /// `reset` failed or timed out.
+    pub reset_failed: u64,
+    /// Retired by `soft_evict_all`.
+    pub soft_evict: u64,
+    /// Rejected by a `before_acquire` or `after_release` hook.
+    pub hook: u64,
+    /// Closed with the pool, or by the caller (`discard`).
+    pub closed: u64,
+}
+
+impl Evictions {
+    /// Sum over every reason.
+    pub fn total(&self) -> u64 {
+        self.idle_timeout
+            + self.max_lifetime
+            + self.broken
+            + self.validation
+            + self.reset_failed
+            + self.soft_evict
+            + self.hook
+            + self.closed
+    }
+}
+
+/// A snapshot of the pool's counts and counters, cheap to take and lock-free.
+///
+/// The counts (`idle`, `in_use`, `opening`, `total`) come from one atomic
+/// word, so every snapshot satisfies `total == idle + in_use + opening <=
+/// max_size`. Counters only grow.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct PoolMetrics {
+    /// Connections ready in the pool.
+    pub idle: u32,
+    /// Connections held by callers (or being reset on their way back).
+    pub in_use: u32,
+    /// Connections being opened.
+    pub opening: u32,
+    /// `idle + in_use + opening`.
+    pub total: u32,
+    /// Callers waiting for a connection.
+    pub waiting: u32,
+    /// The pool's bound.
+    pub max_size: u32,
+    /// Connections handed out.
+    pub acquire_count: u64,
+    /// Time callers spent in `get()` for the connections handed out, summed.
+    pub acquire_wait_total: Duration,
+    /// Median acquire wait (from a log-linear histogram; see the pool's docs
+    /// for its precision).
+    pub acquire_wait_p50: Duration,
+    /// 99th percentile acquire wait.
+    pub acquire_wait_p99: Duration,
+    /// Longest acquire wait.
+    pub acquire_wait_max: Duration,
+    /// `get()` calls that timed out.
+    pub timeout_count: u64,
+    /// Connections opened.
+    pub creation_count: u64,
+    /// Connects that failed or timed out.
+    pub creation_error_count: u64,
+    /// Connections closed by the pool, all reasons (`evictions.total()`).
+    pub eviction_count: u64,
+    /// Connections closed by the pool, by reason.
+    pub evictions: Evictions,
+    /// Connections reported as held past `leak_detection_threshold`.
+    pub leak_count: u64,
+}
