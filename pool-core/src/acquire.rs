@@ -16,8 +16,8 @@ use crate::index_stack::Popped;
 use crate::shared::Shared;
 use crate::slots::Handoff;
 use crate::stats::Reason;
-use std::sync::Arc;
 use crate::waiters::{Cell, Registered};
+use std::sync::Arc;
 
 /// Why a checkout attempt did not produce a connection.
 enum Refused {
@@ -72,10 +72,7 @@ impl<M: ManageConnection> Shared<M> {
             Registered::Node(index) => return Ok(self.take_popped(index)),
             Registered::Closed => return Err(PoolError::Closed),
         };
-        let guard = WaitGuard {
-            shared: self,
-            cell,
-        };
+        let guard = WaitGuard { shared: self, cell };
         self.request_connections();
         let wait = self.waiters.wait(&guard.cell);
         let handed = match deadline {
@@ -177,7 +174,8 @@ impl<M: ManageConnection> Shared<M> {
                 .record(conn.checked_out_at.saturating_duration_since(started));
         }
         #[cfg(feature = "metrics")]
-        self.export.acquired(conn.checked_out_at.saturating_duration_since(started));
+        self.export
+            .acquired(conn.checked_out_at.saturating_duration_since(started));
         if self.config.leak_detection_threshold().is_some() {
             self.slots
                 .get(index)

@@ -107,7 +107,8 @@ impl<M: ManageConnection> PooledConnection<M> {
     /// now the caller's business.
     pub fn detach(mut self) -> M::Connection {
         let entry = self.take_entry();
-        self.shared.release_tracking(self.index, self.checked_out_at);
+        self.shared
+            .release_tracking(self.index, self.checked_out_at);
         self.shared.forget(self.index);
         entry.conn
     }
@@ -135,13 +136,12 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
         match self.on_drop {
             OnDrop::Return => self.shared.checkin(self.index, entry, self.checked_out_at),
             OnDrop::Discard => {
-                self.shared.release_tracking(self.index, self.checked_out_at);
+                self.shared
+                    .release_tracking(self.index, self.checked_out_at);
                 self.shared
                     .evict(self.index, entry, Counted::InUse, Reason::Closed);
             }
-            OnDrop::Close(reason) => {
-                self.shared.evict(self.index, entry, Counted::InUse, reason)
-            }
+            OnDrop::Close(reason) => self.shared.evict(self.index, entry, Counted::InUse, reason),
         }
     }
 }

@@ -204,4 +204,3 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
         }
     }
 }
-

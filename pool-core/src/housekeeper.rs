@@ -203,8 +203,9 @@ async fn run<M: ManageConnection>(weak: Weak<Shared<M>>) {
                 return;
             }
             let now = Instant::now();
-            let full = last_full
-                .is_none_or(|t| now.saturating_duration_since(t) >= shared.config.housekeeping_period());
+            let full = last_full.is_none_or(|t| {
+                now.saturating_duration_since(t) >= shared.config.housekeeping_period()
+            });
             if full {
                 last_full = Some(now);
             }

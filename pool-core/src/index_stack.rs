@@ -102,7 +102,10 @@ impl Links {
     }
 
     fn get(&self, index: u16) -> &AtomicU16 {
-        debug_assert!(usize::from(index) < self.0.len(), "node {index} out of range");
+        debug_assert!(
+            usize::from(index) < self.0.len(),
+            "node {index} out of range"
+        );
         &self.0[usize::from(index)]
     }
 

@@ -40,7 +40,8 @@ impl LeakSlot {
         self.reported.store(0, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `check`, so a scan that
         // sees this checkout also sees its backtrace and cleared flag.
-        self.taken_at.store(nanos_since(epoch, now), Ordering::Release);
+        self.taken_at
+            .store(nanos_since(epoch, now), Ordering::Release);
     }
 
     /// Records a return; says how long a reported leak was held.

@@ -153,7 +153,9 @@ impl<M: ManageConnection> Pool<M> {
     /// mid-ping) and its slot freed; a connect it asked for carries on and
     /// serves someone else.
     pub async fn get(&self) -> Result<PooledConnection<M>, PoolError<M::Error>> {
-        self.shared.acquire(self.shared.config.acquire_timeout()).await
+        self.shared
+            .acquire(self.shared.config.acquire_timeout())
+            .await
     }
 
     /// [`get`](Self::get) with its own time limit instead of

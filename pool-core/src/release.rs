@@ -113,7 +113,10 @@ async fn reset_then_deliver<M: ManageConnection>(
                 return;
             }
             Err(_) => {
-                tracing::warn!(pool = name, "after_release hook timed out; closing connection");
+                tracing::warn!(
+                    pool = name,
+                    "after_release hook timed out; closing connection"
+                );
                 return;
             }
         }

@@ -36,7 +36,6 @@
 
 use std::error::Error;
 
-
 use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolState, TimeoutPhase};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -142,7 +141,11 @@ impl<M: ManageConnection> Shared<M> {
         lock(&self.last_error).clone()
     }
 
-    pub(crate) fn timeout_error(&self, started: Instant, phase: TimeoutPhase) -> PoolError<M::Error> {
+    pub(crate) fn timeout_error(
+        &self,
+        started: Instant,
+        phase: TimeoutPhase,
+    ) -> PoolError<M::Error> {
         Stats::bump(&self.stats.timeouts);
         #[cfg(feature = "metrics")]
         self.export.timeout();
@@ -205,7 +208,11 @@ impl<M: ManageConnection> Shared<M> {
         from: Counted,
         reason: Reason,
     ) {
-        tracing::debug!(pool = self.config.name(), reason = reason.label(), "closing connection");
+        tracing::debug!(
+            pool = self.config.name(),
+            reason = reason.label(),
+            "closing connection"
+        );
         drop(entry);
         self.counts.remove(from);
         self.stats.evicted(reason);
@@ -217,7 +224,12 @@ impl<M: ManageConnection> Shared<M> {
     /// Puts a connection the caller owns back in service: to the longest
     /// waiter, else on top of the idle stack. `from` is how it is counted
     /// now. Lock-free unless someone is waiting.
-    pub(crate) fn deliver(self: &Arc<Self>, index: u16, mut entry: Entry<M::Connection>, from: Counted) {
+    pub(crate) fn deliver(
+        self: &Arc<Self>,
+        index: u16,
+        mut entry: Entry<M::Connection>,
+        from: Counted,
+    ) {
         loop {
             // Counted idle before it can be popped, so `idle` never underflows.
             self.counts.shift(from, Counted::Idle);

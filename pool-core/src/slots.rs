@@ -61,7 +61,9 @@ pub(crate) struct Slots<C> {
 
 impl<C> std::fmt::Debug for Slots<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slots").field("len", &self.slots.len()).finish()
+        f.debug_struct("Slots")
+            .field("len", &self.slots.len())
+            .finish()
     }
 }
 
@@ -83,7 +85,10 @@ impl<C> Slots<C> {
     }
 
     pub(crate) fn get(&self, index: u16) -> &Slot<C> {
-        debug_assert!(usize::from(index) < self.slots.len(), "slot {index} out of range");
+        debug_assert!(
+            usize::from(index) < self.slots.len(),
+            "slot {index} out of range"
+        );
         &self.slots[usize::from(index)]
     }
 

@@ -26,7 +26,9 @@ pub(crate) struct Histogram {
 
 impl std::fmt::Debug for Histogram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Histogram").field("count", &self.count()).finish()
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .finish()
     }
 }
 
@@ -89,7 +91,11 @@ impl Histogram {
 
     /// Count, sum, max and the given quantiles, from one pass.
     pub(crate) fn summary<const N: usize>(&self, quantiles: [f64; N]) -> Summary<N> {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
         let count: u64 = counts.iter().sum();
         let max = self.max.load(Ordering::Relaxed);
         let mut values = [Duration::ZERO; N];
@@ -242,7 +248,10 @@ mod tests {
         assert_eq!(s.max, Duration::from_micros(1000));
         let close = |got: Duration, want_us: f64| {
             let got = got.as_nanos() as f64 / 1000.0;
-            assert!((got - want_us).abs() / want_us <= 0.0625, "got {got}us want {want_us}us");
+            assert!(
+                (got - want_us).abs() / want_us <= 0.0625,
+                "got {got}us want {want_us}us"
+            );
         };
         close(s.quantiles[0], 500.0);
         close(s.quantiles[1], 990.0);

@@ -174,7 +174,11 @@ impl<T> WaiterQueue<T> {
 
     /// Queues a caller behind the others, unless a node can be popped from
     /// `stack` (then the caller gets it) or the stack is closed.
-    pub(crate) fn register(&self, stack: &IndexStack, links: &crate::index_stack::Links) -> Registered<T> {
+    pub(crate) fn register(
+        &self,
+        stack: &IndexStack,
+        links: &crate::index_stack::Links,
+    ) -> Registered<T> {
         let mut inner = lock(&self.inner);
         match stack.set_waiters(links) {
             Ok(()) => {}
