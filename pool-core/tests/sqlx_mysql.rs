@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{bounded, database_url, unique_tag};
 use futures::FutureExt;
 use pool_core::managers::sqlx::{ResetMode, SqlxManager};
-use pool_core::ManageConnection;
+use pool_core::{ManageConnection, Pool, PoolConfig};
 use sqlx::{Connection, Executor, MySqlConnection};
 
 const TABLE: &str = "pool_core_sqlx_mysql_reset";
@@ -182,19 +182,92 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
     .await;
 }
 
-#[tokio::test]
-async fn manager_debug_and_connect_error_hide_the_password() {
-    let url = "mysql://app:My-Secret-4711@127.0.0.1:1/test";
-    let manager = SqlxManager::<MySqlConnection>::from_url(url).unwrap();
-    let debug = format!("{manager:?}");
-    assert!(
-        debug.contains("127.0.0.1") && debug.contains("app"),
-        "{debug}"
-    );
-    assert!(!debug.contains("My-Secret-4711"), "{debug}");
+/// A pool of one connection, so every checkout gets the same session.
+async fn single(manager: SqlxManager<MySqlConnection>) -> Pool<SqlxManager<MySqlConnection>> {
+    let config = PoolConfig::builder()
+        .name("mysql-reset")
+        .max_size(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    Pool::new(manager, config)
+        .await
+        .expect("MariaDB is reachable")
+}
 
-    let err = bounded(manager.connect()).await.unwrap_err();
-    for shown in [err.to_string(), format!("{err:?}")] {
-        assert!(!shown.contains("My-Secret-4711"), "{shown}");
-    }
+async fn session_id(conn: &mut MySqlConnection) -> u64 {
+    sqlx::query_scalar("SELECT CONNECTION_ID()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_runs_concurrent_queries_within_max_size() {
+    let Some(manager) = manager(ResetMode::Tracked).await else {
+        return;
+    };
+    bounded(async {
+        let config = PoolConfig::builder()
+            .name("mysql-concurrency")
+            .max_size(3)
+            .acquire_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let pool = Pool::new(manager, config).await.unwrap();
+        let tag = unique_tag("mysql-concurrent");
+        let tasks: Vec<_> = (0..24)
+            .map(|_| {
+                let (pool, tag) = (pool.clone(), tag.clone());
+                tokio::spawn(async move {
+                    for _ in 0..5 {
+                        let mut conn = pool.get().await.unwrap();
+                        let m = pool.metrics();
+                        assert!(m.total <= m.max_size, "{m:?}");
+                        insert(&mut conn, &tag).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut conn = pool.get().await.unwrap();
+        assert_eq!(committed_rows(&mut conn, &tag).await, 24 * 5);
+        drop(conn);
+        let m = pool.metrics();
+        assert!(m.total <= 3 && m.in_use == 0, "{m:?}");
+        pool.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pool_rolls_back_dropped_and_raw_transactions() {
+    let Some(manager) = manager(ResetMode::Strict).await else {
+        return;
+    };
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let pool = single(manager).await;
+        let id = session_id(&mut *pool.get().await.unwrap()).await;
+        for round in 0..6 {
+            let tag = unique_tag("mysql-pool-reset");
+            {
+                let mut conn = pool.get().await.unwrap();
+                if round % 2 == 0 {
+                    let mut tx = conn.begin().await.unwrap();
+                    insert(&mut tx, &tag).await;
+                    drop(tx);
+                } else {
+                    conn.execute("BEGIN").await.unwrap();
+                    insert(&mut conn, &tag).await;
+                }
+            }
+            let mut conn = pool.get().await.unwrap();
+            assert_eq!(session_id(&mut conn).await, id, "same session reused");
+            assert_clean(&mut monitor, &mut conn, &tag).await;
+        }
+    })
+    .await;
 }

@@ -15,7 +15,7 @@ use super::reset::{queue_tracked_rollbacks, roll_back_by_server_flag};
 /// `sqlx::MySqlConnection` (`sqlx-mysql`) and `sqlx::SqliteConnection`
 /// (`sqlx-sqlite`). The trait is sealed: how each driver's transaction state
 /// is read and cleared depends on its internals.
-pub trait SqlxConnection: Connection + private::Sealed + 'static {}
+pub trait SqlxConnection: Connection + fmt::Debug + private::Sealed + 'static {}
 
 pub(crate) mod private {
     use super::*;
