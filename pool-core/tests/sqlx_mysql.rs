@@ -250,7 +250,7 @@ async fn pool_rolls_back_dropped_and_raw_transactions() {
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let pool = single(manager).await;
-        let id = session_id(&mut *pool.get().await.unwrap()).await;
+        let id = session_id(&mut pool.get().await.unwrap()).await;
         for round in 0..6 {
             let tag = unique_tag("mysql-pool-reset");
             {

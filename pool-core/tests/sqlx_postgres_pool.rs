@@ -194,7 +194,7 @@ async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();
         let pool = single(options, ResetMode::Strict).await;
-        let pid = backend_pid(&mut *pool.get().await.unwrap()).await;
+        let pid = backend_pid(&mut pool.get().await.unwrap()).await;
         for round in 0..30u64 {
             match round % 3 {
                 0 => {

@@ -31,9 +31,38 @@ use crate::ManageConnection;
 ///
 /// # Example
 ///
-/// ```no_run
+/// ```
+/// # #[cfg(feature = "sqlx-sqlite")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use pool_core::managers::sqlx::SqlxManager;
+/// use pool_core::{Pool, PoolConfig};
+/// use sqlx::{Connection, SqliteConnection};
+///
+/// let manager = SqlxManager::<SqliteConnection>::from_url("sqlite::memory:")?;
+/// let pool = Pool::new(manager, PoolConfig::builder().max_size(1).build()?).await?;
+///
+/// let mut conn = pool.get().await?;
+/// sqlx::query("CREATE TABLE t (x INTEGER)").execute(&mut *conn).await?;
+/// let mut tx = conn.begin().await?;
+/// sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await?;
+/// drop(tx); // never committed: rolled back
+/// drop(conn); // back to the pool, clean
+///
+/// let mut conn = pool.get().await?;
+/// let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&mut *conn).await?;
+/// assert_eq!(rows, 0);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "sqlx-sqlite"))]
+/// # fn main() {}
+/// ```
+///
+/// Built from options, `Debug` shows no password:
+///
+/// ```
 /// # #[cfg(feature = "sqlx-postgres")]
-/// # async fn demo() -> Result<(), sqlx::Error> {
+/// # {
 /// use pool_core::managers::sqlx::SqlxManager;
 /// use sqlx::postgres::PgConnectOptions;
 ///
@@ -44,7 +73,6 @@ use crate::ManageConnection;
 ///     .database("app");
 /// let manager = SqlxManager::<sqlx::PgConnection>::new(options);
 /// assert!(!format!("{manager:?}").contains("secret"));
-/// # Ok(())
 /// # }
 /// ```
 pub struct SqlxManager<C: SqlxConnection> {

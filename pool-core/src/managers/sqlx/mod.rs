@@ -33,17 +33,22 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "sqlx-postgres")]
-//! # async fn demo() -> Result<(), sqlx::Error> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use pool_core::managers::sqlx::{ResetMode, SqlxManager};
-//! use pool_core::ManageConnection;
+//! use pool_core::{Pool, PoolConfig};
 //!
 //! let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@db.internal/app")?
-//!     .reset_mode(ResetMode::Strict);
-//! let mut conn = manager.connect().await?;
-//! manager.is_valid(&mut conn).await?;
+//!     .reset_mode(ResetMode::Strict); // only if some code sends a raw BEGIN
+//! let pool = Pool::new(manager, PoolConfig::builder().max_size(8).build()?).await?;
+//!
+//! let mut conn = pool.get().await?;
+//! let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *conn).await?;
+//! # let _ = one;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! See [`SqlxManager`] for a complete example on SQLite.
 
 mod backend;
 mod manager;
