@@ -222,3 +222,60 @@ async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn terminated_backends_are_not_reused_without_validation() {
+    let Some(options) = options() else { return };
+    let app = unique_tag("pool-core-terminate");
+    let options = options.application_name(&app);
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let monitor_pid = backend_pid(&mut monitor).await;
+        let config = PoolConfig::builder()
+            .name("pg-terminate")
+            .max_size(3)
+            .validation_mode(pool_core::ValidationMode::None)
+            .acquire_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let pool = Pool::new(SqlxManager::<PgConnection>::new(options), config)
+            .await
+            .unwrap();
+        // Open all three, then kill their backends while they sit idle.
+        let held = futures::future::join_all((0..3).map(|_| pool.get())).await;
+        drop(held);
+        let killed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> $2) AS t",
+        )
+        .bind(&app)
+        .bind(monitor_pid)
+        .fetch_one(&mut monitor)
+        .await
+        .unwrap();
+        assert_eq!(killed, 3);
+
+        // Nothing checks a connection at checkout, so each dead one fails one
+        // query; coming back with its failure unread or its socket closed, it
+        // is reset, the reset fails, and the pool closes it.
+        let mut failures = 0;
+        for _ in 0..12 {
+            let mut conn = pool.get().await.unwrap();
+            if conn.execute("SELECT 1").await.is_err() {
+                failures += 1;
+            }
+        }
+        assert!(
+            failures <= 3,
+            "{failures} failed queries for 3 dead connections"
+        );
+        let m = pool.metrics();
+        assert!(
+            m.evictions.reset_failed + m.evictions.broken >= failures,
+            "{m:?}"
+        );
+        let mut conn = pool.get().await.unwrap();
+        conn.execute("SELECT 1").await.unwrap();
+    })
+    .await;
+}

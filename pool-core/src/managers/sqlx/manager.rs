@@ -128,7 +128,8 @@ impl<C: SqlxConnection> SqlxManager<C> {
         self
     }
 
-    /// The options connections are opened with.
+    /// The options connections are opened with. Mind that sqlx's own
+    /// `Debug` for them prints the password; this manager's does not.
     pub fn connect_options(&self) -> &C::Options {
         &self.options
     }

@@ -4,6 +4,13 @@
 //! whose reads are cancel-safe) one non-blocking poll of the socket. The
 //! cleaning reads the server's own transaction flag, so it also catches what
 //! sqlx lost track of.
+//!
+//! sqlx 0.8 makes public, but hides from its docs, the items this relies on:
+//! `Connection::should_flush` and `Connection::flush` (what sqlx's own pool
+//! uses to send a queued rollback) and the `TransactionManager` of each
+//! driver (`get_transaction_depth`, `start_rollback`, `rollback`). The
+//! behaviour they give is pinned by the tests in `pool-core/tests/sqlx_*.rs`
+//! against real servers, so a sqlx update that changes it fails there.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,7 +48,9 @@ pub enum ResetMode {
     /// `ROLLBACK` a dropped `sqlx::Transaction` queues, or a `BEGIN` whose
     /// `begin()` was cancelled before it left), and on PostgreSQL when a
     /// reply is still in flight (a `begin()` or query cancelled while the
-    /// server was working). A clean return does no I/O.
+    /// server was working; the reset then waits for that reply, within the
+    /// pool's `validation_timeout`, after which the pool closes the
+    /// connection). A clean return does no I/O.
     ///
     /// Not caught: a transaction opened by SQL text (`execute("BEGIN")`),
     /// and a cancelled `begin()` whose reply came back before the connection
@@ -57,8 +66,9 @@ pub enum ResetMode {
     /// `ROLLBACK` round trip when a transaction was open), or two
     /// in-process statements on SQLite (`BEGIN`, `ROLLBACK`). This catches
     /// a transaction however it was opened, including a raw `BEGIN` and an
-    /// aborted transaction, at the price of that round trip on every return
-    /// and of every return taking the pool's reset path.
+    /// aborted transaction. The price, on every return: that round trip,
+    /// and a task the pool spawns to run it, during which the connection is
+    /// not yet available to waiters.
     Strict,
 }
 
@@ -80,7 +90,7 @@ static NO_WAKE: LazyLock<Waker> = LazyLock::new(|| Waker::from(Arc::new(NoWake))
 /// one still on its way leaves the poll pending, and so does a write the
 /// socket cannot take yet. Dropping the poll there is safe only for a driver
 /// whose reads keep partial messages buffered
-/// ([`SqlxConnection::POLL_IN_FLIGHT`]).
+/// ([`Sealed::POLL_IN_FLIGHT`]).
 fn settled<C: Connection>(conn: &mut C) -> bool {
     let mut cx = Context::from_waker(&NO_WAKE);
     let mut flush = conn.flush();
