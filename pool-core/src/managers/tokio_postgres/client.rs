@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio_postgres::{CancelToken, Client, Error, Statement, Transaction, TransactionBuilder};
+use tokio_postgres::{CancelToken, Client, Error, Statement};
 
 use super::timeout::QueryError;
+use super::transaction::{PgTransaction, PgTransactionBuilder};
 
 /// Sends a cancel request for the query running behind a token, over a new
 /// connection made with the manager's TLS connector.
@@ -32,9 +33,10 @@ pub struct PgClient {
     cache: StatementCache,
     canceller: Canceller,
     cancel_timeout: Duration,
-    /// A transaction was begun through this wrapper since the last reset.
-    /// Only touched through `&mut self`.
-    tx_begun: bool,
+    /// A transaction begun through this wrapper has not been committed or
+    /// rolled back through it. Only touched through `&mut self` (or the
+    /// `&mut` borrow a `PgTransaction` holds).
+    tx_open: bool,
     /// A query run by `with_timeout` was abandoned; the connection must not
     /// be reused. Relaxed is enough: the pool reads it after taking the
     /// connection back, and the return itself orders the two.
@@ -53,7 +55,7 @@ impl PgClient {
             cache: StatementCache::new(cache_capacity),
             canceller,
             cancel_timeout,
-            tx_begun: false,
+            tx_open: false,
             abandoned: AtomicBool::new(false),
         }
     }
@@ -63,11 +65,9 @@ impl PgClient {
         &self.client
     }
 
-    /// Begins a transaction, like [`Client::transaction`], and records it so
-    /// that the connection is rolled back on return.
-    ///
-    /// The record is made before `START TRANSACTION` is sent, so a call
-    /// cancelled half-way is covered too.
+    /// Begins a transaction, like [`Client::transaction`], and marks the
+    /// connection dirty until the returned [`PgTransaction`] is committed or
+    /// rolled back.
     ///
     /// # Errors
     ///
@@ -75,20 +75,21 @@ impl PgClient {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe for the pool: if the future is dropped after the
-    /// statement went out, the transaction is rolled back when the connection
-    /// comes back (in the `Rollback`, `RollbackAlways` and `Clean` modes).
-    pub async fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
-        self.tx_begun = true;
-        self.client.transaction().await
+    /// Cancel safe for the pool: the mark is set before `START TRANSACTION`
+    /// is sent, so a call dropped half-way leaves a connection that is
+    /// rolled back on return.
+    pub async fn transaction(&mut self) -> Result<PgTransaction<'_>, Error> {
+        self.build_transaction().start().await
     }
 
     /// A builder for a transaction with custom settings, like
-    /// [`Client::build_transaction`]; recorded like
+    /// [`Client::build_transaction`]; tracked like
     /// [`transaction`](Self::transaction).
-    pub fn build_transaction(&mut self) -> TransactionBuilder<'_> {
-        self.tx_begun = true;
-        self.client.build_transaction()
+    pub fn build_transaction(&mut self) -> PgTransactionBuilder<'_> {
+        let PgClient {
+            client, tx_open, ..
+        } = self;
+        PgTransactionBuilder::new(client.build_transaction(), tx_open)
     }
 
     /// Prepares a statement, or returns the one this connection already
@@ -203,15 +204,16 @@ impl PgClient {
         self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Whether a transaction was begun through this wrapper since the last
-    /// reset.
-    pub(super) fn transaction_begun(&self) -> bool {
-        self.tx_begun
+    /// Whether a transaction begun through this wrapper was left without a
+    /// commit or rollback through it (dropped, leaked, or its end failed or
+    /// was cancelled).
+    pub fn transaction_open(&self) -> bool {
+        self.tx_open
     }
 
     /// Called after a successful reset.
     pub(super) fn mark_reset(&mut self) {
-        self.tx_begun = false;
+        self.tx_open = false;
     }
 }
 
@@ -227,7 +229,7 @@ impl fmt::Debug for PgClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgClient")
             .field("closed", &self.client.is_closed())
-            .field("transaction_begun", &self.tx_begun)
+            .field("transaction_open", &self.tx_open)
             .field("abandoned", &self.is_abandoned())
             .field("cached_statements", &self.cache.len())
             .finish_non_exhaustive()

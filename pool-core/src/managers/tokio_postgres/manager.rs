@@ -18,12 +18,17 @@ use super::driver::drive;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum ResetMode {
-    /// Nothing. A clean return costs nothing; a transaction left open by a
-    /// cancelled `transaction()` call is handed to the next user.
+    /// Nothing. A clean return costs nothing. A dropped transaction is still
+    /// rolled back by the `ROLLBACK` that `tokio_postgres` queues, but a
+    /// leaked one (`mem::forget`) or a raw `BEGIN` is handed to the next
+    /// user.
     None,
-    /// `ROLLBACK` when a transaction was begun through the [`PgClient`] since
-    /// the last return: no round trip for a clean return, one after a
-    /// transaction. Does not see a `BEGIN` sent as raw SQL.
+    /// `ROLLBACK` when a transaction begun through the [`PgClient`] was not
+    /// committed or rolled back through its [`PgTransaction`]: no round trip
+    /// for a clean return or a finished transaction, one otherwise. Does not
+    /// see a `BEGIN` sent as raw SQL.
+    ///
+    /// [`PgTransaction`]: super::PgTransaction
     #[default]
     Rollback,
     /// `ROLLBACK` on every return: one round trip each time, and catches a
@@ -201,7 +206,7 @@ where
     fn needs_reset(&self, conn: &mut PgClient) -> bool {
         match self.reset_mode {
             ResetMode::None => false,
-            ResetMode::Rollback => conn.transaction_begun(),
+            ResetMode::Rollback => conn.transaction_open(),
             ResetMode::RollbackAlways | ResetMode::Clean => true,
         }
     }

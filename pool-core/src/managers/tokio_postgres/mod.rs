@@ -2,7 +2,7 @@
 //!
 //! The pool hands out a [`PgClient`], a thin wrapper that dereferences to
 //! [`tokio_postgres::Client`] and adds what a pooled client needs: transaction
-//! tracking for the reset on return, a per-connection prepared-statement
+//! tracking for the reset on return ([`PgTransaction`]), a per-connection prepared-statement
 //! cache ([`PgClient::prepare_cached`]) and a query timeout that cancels the
 //! query on the server ([`PgClient::with_timeout`]).
 //!
@@ -25,26 +25,30 @@
 //!
 //! # Reset on return, and what it costs
 //!
-//! `tokio_postgres` cannot tell whether its connection is inside a
-//! transaction: the server's transaction status is not exposed. What *can* be
-//! known cheaply is whether a transaction was begun through the pooled client,
-//! so the default mode tracks that. The modes, set with
-//! [`PostgresManager::reset_mode`]:
+//! `tokio_postgres` does not expose the server's transaction status. What it
+//! does is queue a `ROLLBACK` when a `Transaction` is dropped without
+//! commit, or when a `transaction()` call is cancelled after `START
+//! TRANSACTION` went out; that message reaches the server before anything
+//! the next user sends. What it cannot cover is a transaction that is never
+//! dropped (`mem::forget`) or one opened with raw SQL. So the pooled client
+//! tracks its own transactions: [`PgClient::transaction`] and
+//! [`PgClient::build_transaction`] return a [`PgTransaction`] that marks the
+//! connection dirty until it is committed or rolled back. The modes, set
+//! with [`PostgresManager::reset_mode`]:
 //!
 //! | [`ResetMode`] | statement sent on return | round trips per return |
 //! |---|---|---|
 //! | `None` | nothing | 0 |
-//! | `Rollback` (default) | `ROLLBACK`, only if [`PgClient::transaction`] or [`PgClient::build_transaction`] was called since the last return | 0 for a clean return, 1 after a transaction |
+//! | `Rollback` (default) | `ROLLBACK`, only if a [`PgTransaction`] was left without `commit`/`rollback` (dropped, leaked, or its end failed or was cancelled) | 0 for a clean return or a finished transaction, 1 otherwise |
 //! | `RollbackAlways` | `ROLLBACK` | 1 on every return |
 //! | `Clean` | `ROLLBACK`, `CLOSE ALL`, `SET SESSION AUTHORIZATION DEFAULT`, `RESET ALL`, `UNLISTEN *`, `SELECT pg_advisory_unlock_all()`, `DISCARD TEMP`, `DISCARD SEQUENCES` in one simple query | 1 on every return, and the most server work |
 //!
-//! A dropped `tokio_postgres::Transaction` queues its own `ROLLBACK`, which
-//! reaches the server before anything the next user sends. What `Rollback`
-//! adds is the cases that leave no such message behind: a `transaction()`
-//! future cancelled after `START TRANSACTION` went out, or a transaction
-//! leaked with `mem::forget`. A transaction opened with raw SQL
-//! (`batch_execute("BEGIN")`) is invisible to it: use `RollbackAlways` or
-//! `Clean` for code that does that. A reset that fails closes the connection.
+//! `Rollback` waits for the server's answer, so once the connection is idle
+//! in the pool it is known to be out of the transaction. A transaction
+//! opened with raw SQL (`batch_execute("BEGIN")`) is invisible to it: use
+//! `RollbackAlways` or `Clean` for code that does that. A reset that fails
+//! closes the connection. A `ROLLBACK` outside a transaction makes the
+//! server send a warning, which the connection task logs at `debug`.
 //!
 //! [`PgClient`] dereferences to `Client` immutably only: `Client`'s `&mut`
 //! methods are exactly the ones that start transactions, and going through
@@ -69,7 +73,9 @@ mod client;
 mod driver;
 mod manager;
 mod timeout;
+mod transaction;
 
 pub use client::PgClient;
 pub use manager::{PostgresManager, ResetMode};
 pub use timeout::QueryError;
+pub use transaction::{PgTransaction, PgTransactionBuilder};
