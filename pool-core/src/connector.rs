@@ -1,0 +1,206 @@
+//! Demand-driven creation of connections, apart from the callers.
+//!
+//! A caller that queues asks for connections ([`Shared::request_connections`]);
+//! so do freed slots and the housekeeper (to refill `min_size`). The request
+//! spawns connector tasks while there is demand (waiters, plus the shortfall
+//! below `min_size`), free slots, and fewer than `max_concurrent_connects`
+//! connectors running. Each connector loops: reserve a slot, connect (bounded
+//! by `connect_timeout`), deliver the connection like a returned one (to the
+//! longest waiter, else idle), and stop as soon as there is no demand left.
+//! A burst of requests against short queries is served by returns long
+//! before a slow connect finishes, so it does not open a connection per
+//! request.
+//!
+//! A failed connect frees its slot, is kept as the pool's last error (which
+//! timed-out callers see), and backs the connector off: 5 ms, doubling, at
+//! most 1 s, so a recovering database is picked up within about a second.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
+use tokio::time::Instant;
+
+use crate::shared::{LastError, Shared};
+use crate::slots::Entry;
+use crate::stats::Stats;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Counts a connector out when it ends, however it ends.
+struct Running<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why opening a connection failed.
+pub(crate) enum OpenError<E> {
+    Backend(E),
+    TimedOut(Duration),
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
+    pub(crate) fn into_last_error(self) -> LastError {
+        match self {
+            OpenError::Backend(e) => Arc::new(e),
+            OpenError::TimedOut(d) => Arc::new(ConnectTimedOut(d)),
+        }
+    }
+}
+
+impl<M: ManageConnection> Shared<M> {
+    /// Connections wanted now: one per waiter, plus the shortfall below
+    /// `min_size` while the pool has handles.
+    pub(crate) fn demand(&self) -> u32 {
+        let waiting = self.waiters.waiting();
+        if self.handles.load(Ordering::Relaxed) == 0 {
+            return waiting;
+        }
+        let total = self.counts.get().total();
+        waiting + self.config.min_size().saturating_sub(total)
+    }
+
+    /// Spawns connectors for the current demand, within the bounds.
+    pub(crate) fn request_connections(self: &Arc<Self>) {
+        let limit = self.config.max_concurrent_connects();
+        loop {
+            if self.is_closed() || self.counts.get().total() >= self.config.max_size() {
+                return;
+            }
+            let running = self.connecting.load(Ordering::SeqCst);
+            if running >= limit || running >= self.demand() {
+                return;
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            if self
+                .connecting
+                .compare_exchange(running, running + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                runtime.spawn(connector(self.clone()));
+            }
+        }
+    }
+
+    /// Opens one connection and runs the `after_connect` hook, within
+    /// `connect_timeout`.
+    pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
+        let limit = self.config.connect_timeout();
+        let generation = self.generation.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let opened = tokio::time::timeout(limit, async {
+            let mut conn = self.manager.connect().await?;
+            if let Some(hooks) = &self.hooks {
+                hooks.after_connect(&mut conn).await?;
+            }
+            Ok(conn)
+        })
+        .await;
+        let conn = match opened {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(OpenError::Backend(e)),
+            Err(_) => return Err(OpenError::TimedOut(limit)),
+        };
+        let now = Instant::now();
+        Stats::bump(&self.stats.creations);
+        #[cfg(feature = "metrics")]
+        self.export.created(now.saturating_duration_since(started));
+        #[cfg(not(feature = "metrics"))]
+        let _ = started;
+        Ok(Entry {
+            conn,
+            created_at: now,
+            expires_at: self.lifetime_deadline(now),
+            last_used: now,
+            generation,
+            last_ping: now,
+        })
+    }
+
+    /// `now + max_lifetime`, shortened by a random jitter.
+    fn lifetime_deadline(&self, now: Instant) -> Option<Instant> {
+        let life = self.config.max_lifetime()?;
+        let jitter = life.mul_f64(self.config.max_lifetime_jitter() * fastrand::f64());
+        now.checked_add(life.saturating_sub(jitter))
+    }
+
+    /// Records a failed connect.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+        Stats::bump(&self.stats.creation_errors);
+        #[cfg(feature = "metrics")]
+        self.export.creation_failed();
+        let err = err.into_last_error();
+        tracing::warn!(pool = self.config.name(), error = %err, "connect failed");
+        self.set_last_error(err);
+    }
+
+    /// Opens the first connections of `Pool::new` in the caller, failing
+    /// fast.
+    pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+        let wanted = self.config.min_size().max(1);
+        for _ in 0..wanted {
+            let Some(slot) = self.reserve() else { break };
+            let started = Instant::now();
+            match self.open().await {
+                Ok(entry) => slot.fill(entry),
+                Err(OpenError::Backend(e)) => {
+                    Stats::bump(&self.stats.creation_errors);
+                    return Err(PoolError::Backend(e));
+                }
+                Err(e @ OpenError::TimedOut(_)) => {
+                    drop(slot);
+                    self.connect_failed(e);
+                    return Err(PoolError::Timeout {
+                        waited: started.elapsed(),
+                        phase: TimeoutPhase::Connect,
+                        state: self.state(),
+                        last_error: self.last_error(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One connector task; see the module docs.
+async fn connector<M: ManageConnection>(shared: Arc<Shared<M>>) {
+    open_while_wanted(&shared).await;
+    // A caller that queued while this connector was leaving saw it still
+    // running and spawned none; now that it is counted out, look again.
+    // (SeqCst on `waiting` and `connecting`: one of the two sides sees the
+    // other's write.)
+    shared.request_connections();
+}
+
+async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
+    let _running = Running(&shared.connecting);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if shared.is_closed() || shared.demand() == 0 {
+            return;
+        }
+        let Some(slot) = shared.reserve() else { return };
+        match shared.open().await {
+            Ok(entry) => {
+                backoff = FIRST_BACKOFF;
+                slot.fill(entry);
+            }
+            Err(e) => {
+                drop(slot);
+                shared.connect_failed(e);
+                // Back-off between failed connects, not a poll: the loop ends
+                // as soon as nobody wants a connection.
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}

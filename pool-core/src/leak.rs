@@ -1,0 +1,109 @@
+//! Leak detection: who took a connection, and for how long it has been out.
+//!
+//! When `leak_detection_threshold` is set, checkout stores the time and an
+//! *unresolved* backtrace (frame addresses only, a few microseconds) in the
+//! connection's slot. The housekeeper scans the slots every
+//! `min(housekeeping_period, threshold)`, so a leak is reported at most that
+//! long after it crosses the threshold; it resolves the backtrace (symbols,
+//! files, lines: the expensive part) only then. No timer is armed per
+//! checkout, and with the option off none of this runs.
+
+use std::time::Duration;
+
+use backtrace::Backtrace;
+use tokio::time::Instant;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::sync::lock_std as lock;
+
+/// Per-slot leak state.
+#[derive(Debug, Default)]
+pub(crate) struct LeakSlot {
+    /// Checkout time in nanoseconds since the pool's epoch, plus one; zero
+    /// while the slot is not tracked.
+    taken_at: AtomicU64,
+    /// Set once the current checkout was reported.
+    reported: AtomicU32,
+    backtrace: Mutex<Option<Backtrace>>,
+}
+
+fn nanos_since(epoch: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX - 1) + 1
+}
+
+impl LeakSlot {
+    /// Records a checkout (leak detection on).
+    pub(crate) fn taken(&self, epoch: Instant, now: Instant) {
+        *lock(&self.backtrace) = Some(Backtrace::new_unresolved());
+        self.reported.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `check`, so a scan that
+        // sees this checkout also sees its backtrace and cleared flag.
+        self.taken_at
+            .store(nanos_since(epoch, now), Ordering::Release);
+    }
+
+    /// Records a return; says how long a reported leak was held.
+    pub(crate) fn returned(&self, held: Duration) -> Option<Duration> {
+        self.taken_at.store(0, Ordering::Relaxed);
+        lock(&self.backtrace).take();
+        (self.reported.swap(0, Ordering::Relaxed) != 0).then_some(held)
+    }
+
+    /// Reports this slot's checkout if it is past `threshold` and was not
+    /// reported yet: returns how long it has been held and where it was
+    /// taken.
+    pub(crate) fn check(
+        &self,
+        epoch: Instant,
+        now: Instant,
+        threshold: Duration,
+    ) -> Option<(Duration, String)> {
+        let taken = self.taken_at.load(Ordering::Acquire);
+        if taken == 0 {
+            return None;
+        }
+        let held = Duration::from_nanos(nanos_since(epoch, now).saturating_sub(taken));
+        if held < threshold || self.reported.swap(1, Ordering::Relaxed) != 0 {
+            return None;
+        }
+        let mut trace = lock(&self.backtrace).clone()?;
+        trace.resolve();
+        Some((held, caller_frames(&trace)))
+    }
+}
+
+/// Formats the frames of `trace` from the first one outside this crate,
+/// tokio and the backtrace machinery: where the application called `get()`.
+fn caller_frames(trace: &Backtrace) -> String {
+    const INTERNAL: [&str; 5] = ["backtrace::", "pool_core::", "tokio::", "core::", "std::"];
+    let mut out = String::new();
+    let mut started = false;
+    let mut shown = 0;
+    for frame in trace.frames() {
+        for sym in frame.symbols() {
+            let name = sym.name().map(|n| format!("{n:#}")).unwrap_or_default();
+            let internal = INTERNAL.iter().any(|p| name.starts_with(p))
+                || name.starts_with("<pool_core::")
+                || name.is_empty();
+            if !started && internal {
+                continue;
+            }
+            started = true;
+            if shown == 24 {
+                out.push_str("\n   ...");
+                return out;
+            }
+            shown += 1;
+            out.push_str(&format!("\n  {shown:>2}: {name}"));
+            if let (Some(file), Some(line)) = (sym.filename(), sym.lineno()) {
+                out.push_str(&format!("\n      at {}:{line}", file.display()));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("\n  (no symbols: build with debug info to see the caller)");
+    }
+    out
+}

@@ -1,0 +1,272 @@
+//! The public handle: documented one-line hand-offs to the engine in
+//! `shared.rs`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState};
+
+use crate::connection::PooledConnection;
+use crate::shared::Shared;
+use crate::stats::Stats;
+
+/// A pool of connections made by a [`ManageConnection`].
+///
+/// `Pool` is a cheap handle: clone it freely; every clone shares one pool.
+///
+/// # Example
+///
+/// ```
+/// use pool_core::{async_trait, ManageConnection, Pool, PoolConfig};
+///
+/// #[derive(Debug)]
+/// struct Numbers;
+///
+/// #[async_trait]
+/// impl ManageConnection for Numbers {
+///     type Connection = Vec<u32>;
+///     type Error = std::io::Error;
+///     async fn connect(&self) -> Result<Vec<u32>, std::io::Error> {
+///         Ok(Vec::new())
+///     }
+///     async fn is_valid(&self, _: &mut Vec<u32>) -> Result<(), std::io::Error> {
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = Pool::new(Numbers, PoolConfig::builder().max_size(4).build()?).await?;
+/// let mut conn = pool.get().await?;
+/// conn.push(1); // derefs to the connection
+/// drop(conn); // back to the pool
+/// assert_eq!(pool.metrics().idle, 1);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Memory ordering
+///
+/// Returning a connection *happens-before* the next checkout of that same
+/// connection, whichever task or thread does it: everything written through
+/// a `PooledConnection` before it was dropped is visible to the next holder.
+/// (The return publishes the connection with a Release CAS on the idle stack,
+/// or under the waiter's lock; the checkout takes it with an Acquire CAS, or
+/// under that lock.)
+///
+/// # Runtime
+///
+/// The pool runs on tokio: connects, resets, hooks and the housekeeper are
+/// tokio tasks, and timeouts use tokio's clock (so `start_paused` tests
+/// control it).
+pub struct Pool<M: ManageConnection> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M: ManageConnection> Pool<M> {
+    /// Builds a pool and opens `max(min_size, 1)` connections before
+    /// returning, so an unreachable database is reported now, not at the
+    /// first `get()`.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::Backend`] with the connect error, or
+    /// [`PoolError::Timeout`] (phase `Connect`) when a connect ran past
+    /// `connect_timeout`. Nothing is left running after an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes whatever it had opened.
+    pub async fn new(manager: M, config: PoolConfig) -> Result<Self, PoolError<M::Error>> {
+        Self::build(manager, config, None).await
+    }
+
+    /// [`Pool::new`] with hooks run on every new connection, at checkout and
+    /// at return.
+    ///
+    /// # Errors
+    ///
+    /// As [`Pool::new`]; a failing `after_connect` hook fails it too.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Pool::new`].
+    pub async fn new_with_hooks(
+        manager: M,
+        config: PoolConfig,
+        hooks: impl Hooks<M>,
+    ) -> Result<Self, PoolError<M::Error>> {
+        Self::build(manager, config, Some(Box::new(hooks))).await
+    }
+
+    async fn build(
+        manager: M,
+        config: PoolConfig,
+        hooks: Option<Box<dyn Hooks<M>>>,
+    ) -> Result<Self, PoolError<M::Error>> {
+        let pool = Self::lazy(manager, config, hooks);
+        if let Err(e) = pool.shared.open_initial().await {
+            pool.shared.close().await;
+            return Err(e);
+        }
+        pool.shared.ensure_housekeeper();
+        Ok(pool)
+    }
+
+    /// Builds a pool that opens nothing until a connection is wanted (the
+    /// first `get()`, or the housekeeper refilling `min_size`).
+    pub fn new_lazy(manager: M, config: PoolConfig) -> Self {
+        Self::lazy(manager, config, None)
+    }
+
+    /// [`Pool::new_lazy`] with hooks.
+    pub fn new_lazy_with_hooks(manager: M, config: PoolConfig, hooks: impl Hooks<M>) -> Self {
+        Self::lazy(manager, config, Some(Box::new(hooks)))
+    }
+
+    fn lazy(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
+        let shared = Arc::new(Shared::new(manager, config, hooks));
+        shared.ensure_housekeeper();
+        Self { shared }
+    }
+
+    /// Gets a connection, waiting up to `acquire_timeout`.
+    ///
+    /// An idle connection is handed out at once (the most recently returned
+    /// first). Otherwise the caller queues, first come first served, and is
+    /// given whichever comes first: a returned connection or a newly opened
+    /// one. A connection that fails validation or a `before_acquire` hook is
+    /// closed and another one is tried within the same time limit.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::Timeout`] after `acquire_timeout`, with the pool's counts
+    /// and the last connect or validation error; [`PoolError::Closed`] once
+    /// the pool is closed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future at any await point loses no slot and
+    /// no connection. A connection already handed to it goes to the next
+    /// waiter or back to the pool; one being validated is closed (it may be
+    /// mid-ping) and its slot freed; a connect it asked for carries on and
+    /// serves someone else.
+    pub async fn get(&self) -> Result<PooledConnection<M>, PoolError<M::Error>> {
+        self.shared
+            .acquire(self.shared.config.acquire_timeout())
+            .await
+    }
+
+    /// [`get`](Self::get) with its own time limit instead of
+    /// `acquire_timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`get`](Self::get).
+    pub async fn get_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
+        self.shared.acquire(timeout).await
+    }
+
+    /// An idle connection now, or `None`. Never waits and never connects.
+    /// It refuses expired connections like `get()` but, being synchronous,
+    /// runs neither `is_valid` nor the `before_acquire` hook, and it never
+    /// overtakes queued callers.
+    pub fn try_get(&self) -> Option<PooledConnection<M>> {
+        self.shared.try_acquire()
+    }
+
+    /// A snapshot of counts and counters; lock-free.
+    pub fn metrics(&self) -> PoolMetrics {
+        let s = &self.shared;
+        let c = s.counts.get();
+        let wait = s.stats.acquire_wait.summary([0.5, 0.99]);
+        let evictions = s.stats.evictions();
+        let mut m = PoolMetrics::default();
+        m.idle = c.idle;
+        m.in_use = c.in_use;
+        m.opening = c.opening;
+        m.total = c.total();
+        m.waiting = s.waiters.waiting();
+        m.max_size = s.config.max_size();
+        m.acquire_count = wait.count;
+        m.acquire_wait_total = wait.sum;
+        m.acquire_wait_p50 = wait.quantiles[0];
+        m.acquire_wait_p99 = wait.quantiles[1];
+        m.acquire_wait_max = wait.max;
+        m.timeout_count = Stats::get(&s.stats.timeouts);
+        m.creation_count = Stats::get(&s.stats.creations);
+        m.creation_error_count = Stats::get(&s.stats.creation_errors);
+        m.eviction_count = evictions.total();
+        m.evictions = evictions;
+        m.leak_count = Stats::get(&s.stats.leaks);
+        m
+    }
+
+    /// The pool's counts now (a lighter [`metrics`](Self::metrics)).
+    pub fn state(&self) -> PoolState {
+        self.shared.state()
+    }
+
+    /// Retires every connection: idle ones now, in-use ones when they come
+    /// back, ones being opened at their first checkout. Use it after rotating
+    /// credentials or a failover; new connections are opened on demand.
+    pub fn soft_evict_all(&self) {
+        self.shared.soft_evict_all();
+    }
+
+    /// Closes the pool: new `get()`s and every waiting one fail with
+    /// [`PoolError::Closed`], idle connections are closed now, and this
+    /// returns once the connections in use have come back and been closed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the pool is closed as soon as this is first polled;
+    /// dropping the future only stops waiting for connections in use.
+    pub async fn close(&self) {
+        self.shared.close().await;
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// The pool's settings.
+    pub fn config(&self) -> &PoolConfig {
+        &self.shared.config
+    }
+
+    /// The connection manager.
+    pub fn manager(&self) -> &M {
+        &self.shared.manager
+    }
+}
+
+impl<M: ManageConnection> Clone for Pool<M> {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: ManageConnection> Drop for Pool<M> {
+    fn drop(&mut self) {
+        self.shared.handles.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Pool<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.shared.fmt(f)
+    }
+}

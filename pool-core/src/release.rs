@@ -1,0 +1,126 @@
+//! The return path: what happens when a guard is dropped.
+//!
+//! In order: leak bookkeeping; `has_broken` closes; an expired or
+//! soft-evicted connection is closed; a dirty one (`needs_reset`), or any
+//! when an `after_release` hook is set, is reset in a spawned task before it
+//! is delivered; a clean one is delivered inline (`Shared::deliver`): no
+//! lock, no allocation, no task.
+
+use pool_api::{ConnectionInfo, ManageConnection};
+use tokio::time::Instant;
+
+use crate::connection::{OnDrop, PooledConnection};
+use crate::counts::Counted;
+use crate::shared::Shared;
+use crate::slots::Entry;
+use crate::stats::Reason;
+use std::sync::Arc;
+
+impl<M: ManageConnection> Shared<M> {
+    /// Ends the checkout bookkeeping of a slot: hold time and leak state.
+    pub(crate) fn release_tracking(&self, index: u16, checked_out_at: Instant) {
+        if self.config.leak_detection_threshold().is_some() {
+            let held = checked_out_at.elapsed();
+            if let Some(held) = self.slots.get(index).leak.returned(held) {
+                tracing::info!(
+                    pool = self.config.name(),
+                    held_ms = held.as_millis() as u64,
+                    "previously reported leaked connection was returned"
+                );
+            }
+        }
+        #[cfg(feature = "metrics")]
+        self.export.held(checked_out_at.elapsed());
+    }
+
+    /// Forgets an in-use connection the caller took away (`detach`).
+    pub(crate) fn forget(self: &Arc<Self>, index: u16) {
+        self.counts.remove(Counted::InUse);
+        self.free_slot(index);
+    }
+
+    /// Takes back a connection from a dropped guard.
+    pub(crate) fn checkin(
+        self: &Arc<Self>,
+        index: u16,
+        mut entry: Entry<M::Connection>,
+        checked_out_at: Instant,
+    ) {
+        self.release_tracking(index, checked_out_at);
+        if self.manager.has_broken(&mut entry.conn) {
+            return self.evict(index, entry, Counted::InUse, Reason::Broken);
+        }
+        let now = Instant::now();
+        if let Some(reason) = self.expired(&entry, now) {
+            return self.evict(index, entry, Counted::InUse, reason);
+        }
+        let held_for = now.saturating_duration_since(checked_out_at);
+        entry.last_used = now;
+        let dirty = self.manager.needs_reset(&mut entry.conn);
+        if !dirty && self.hooks.is_none() {
+            return self.deliver(index, entry, Counted::InUse);
+        }
+        // Reset (or the hook) is async: run it in a task that owns the
+        // connection through a guard whose drop closes it, so a runtime
+        // shutting down mid-reset still frees the slot.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                pool = self.config.name(),
+                "connection needing a reset returned outside a tokio runtime; closing it"
+            );
+            return self.evict(index, entry, Counted::InUse, Reason::ResetFailed);
+        };
+        let guard = PooledConnection::new(
+            self.clone(),
+            index,
+            entry,
+            now,
+            OnDrop::Close(Reason::ResetFailed),
+        );
+        runtime.spawn(reset_then_deliver(guard, dirty, held_for));
+    }
+}
+
+async fn reset_then_deliver<M: ManageConnection>(
+    mut guard: PooledConnection<M>,
+    dirty: bool,
+    held_for: std::time::Duration,
+) {
+    let shared = guard.shared.clone();
+    let limit = shared.config.validation_timeout();
+    let name = shared.config.name();
+    if dirty {
+        match tokio::time::timeout(limit, shared.manager.reset(&mut guard)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
+                return; // the guard closes it (ResetFailed)
+            }
+            Err(_) => {
+                tracing::warn!(pool = name, timeout = ?limit, "reset timed out; closing connection");
+                return;
+            }
+        }
+    }
+    if let Some(hooks) = &shared.hooks {
+        let info = ConnectionInfo::new(guard.entry().created_at.elapsed(), held_for);
+        guard.on_drop = OnDrop::Close(Reason::Hook);
+        match tokio::time::timeout(limit, hooks.after_release(&mut guard, info)).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "after_release hook failed; closing connection");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    pool = name,
+                    "after_release hook timed out; closing connection"
+                );
+                return;
+            }
+        }
+    }
+    let entry = guard.take_entry();
+    shared.deliver(guard.index, entry, Counted::InUse);
+}

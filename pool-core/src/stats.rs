@@ -1,0 +1,259 @@
+//! Counters by outcome and reason, and a lock-free log-linear histogram for
+//! wait times. All Relaxed atomics: they are statistics, read as a snapshot
+//! that may be a few operations behind.
+
+use std::time::Duration;
+
+use pool_api::Evictions;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Sub-buckets per power of two: 2^3 = 8, so a bucket spans at most 1/8 of
+/// its lower bound and its midpoint is within 1/16 (6.25 %) of any value in
+/// it.
+const SUB_BITS: u32 = 3;
+const SUB: usize = 1 << SUB_BITS;
+const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
+
+/// A histogram of nanosecond values: exact below 8 ns, then 8 linear
+/// sub-buckets per power of two up to `u64::MAX` ns. Recording is one
+/// Relaxed `fetch_add`; percentiles are read from a snapshot of the buckets.
+pub(crate) struct Histogram {
+    buckets: Box<[AtomicU64]>,
+    max: AtomicU64,
+    sum: AtomicU64,
+}
+
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .finish()
+    }
+}
+
+fn bucket_of(v: u64) -> usize {
+    if v < SUB as u64 {
+        return v as usize;
+    }
+    let msb = 63 - v.leading_zeros();
+    let sub = (v >> (msb - SUB_BITS)) as usize & (SUB - 1);
+    (msb - SUB_BITS + 1) as usize * SUB + sub
+}
+
+/// The midpoint of a bucket's range.
+fn value_of(bucket: usize) -> u64 {
+    if bucket < SUB {
+        return bucket as u64;
+    }
+    let group = (bucket / SUB) as u32; // msb - SUB_BITS + 1
+    let sub = (bucket % SUB) as u64;
+    let shift = group - 1;
+    let low = ((SUB as u64) | sub) << shift;
+    let width = 1u64 << shift;
+    low.saturating_add(width / 2)
+}
+
+impl Histogram {
+    pub(crate) fn new() -> Self {
+        Self {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            max: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a zero without computing anything else (the uncontended
+    /// checkout).
+    #[inline]
+    pub(crate) fn record_zero(&self) {
+        self.buckets[0].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if ns == 0 {
+            return self.record_zero();
+        }
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(ns, Ordering::Relaxed);
+        self.max.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Values recorded as zero.
+    pub(crate) fn zero_count(&self) -> u64 {
+        self.buckets[0].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Count, sum, max and the given quantiles, from one pass.
+    pub(crate) fn summary<const N: usize>(&self, quantiles: [f64; N]) -> Summary<N> {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let count: u64 = counts.iter().sum();
+        let max = self.max.load(Ordering::Relaxed);
+        let mut values = [Duration::ZERO; N];
+        if count > 0 {
+            for (q, out) in quantiles.iter().zip(values.iter_mut()) {
+                let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+                let mut seen = 0;
+                for (b, c) in counts.iter().enumerate() {
+                    seen += c;
+                    if seen >= rank {
+                        *out = Duration::from_nanos(value_of(b).min(max));
+                        break;
+                    }
+                }
+            }
+        }
+        Summary {
+            count,
+            sum: Duration::from_nanos(self.sum.load(Ordering::Relaxed)),
+            max: Duration::from_nanos(max),
+            quantiles: values,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Summary<const N: usize> {
+    pub(crate) count: u64,
+    pub(crate) sum: Duration,
+    pub(crate) max: Duration,
+    pub(crate) quantiles: [Duration; N],
+}
+
+/// Why the pool closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    IdleTimeout,
+    MaxLifetime,
+    Broken,
+    Validation,
+    ResetFailed,
+    SoftEvict,
+    Hook,
+    Closed,
+}
+
+impl Reason {
+    pub(crate) const ALL: [Reason; 8] = [
+        Reason::IdleTimeout,
+        Reason::MaxLifetime,
+        Reason::Broken,
+        Reason::Validation,
+        Reason::ResetFailed,
+        Reason::SoftEvict,
+        Reason::Hook,
+        Reason::Closed,
+    ];
+
+    /// The `reason` label of the eviction counter.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Reason::IdleTimeout => "idle_timeout",
+            Reason::MaxLifetime => "max_lifetime",
+            Reason::Broken => "broken",
+            Reason::Validation => "validation",
+            Reason::ResetFailed => "reset_failed",
+            Reason::SoftEvict => "soft_evict",
+            Reason::Hook => "hook",
+            Reason::Closed => "closed",
+        }
+    }
+}
+
+/// The pool's counters.
+#[derive(Debug)]
+pub(crate) struct Stats {
+    pub(crate) acquire_wait: Histogram,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) creations: AtomicU64,
+    pub(crate) creation_errors: AtomicU64,
+    pub(crate) leaks: AtomicU64,
+    evictions: [AtomicU64; 8],
+}
+
+impl Stats {
+    pub(crate) fn new() -> Self {
+        Self {
+            acquire_wait: Histogram::new(),
+            timeouts: AtomicU64::new(0),
+            creations: AtomicU64::new(0),
+            creation_errors: AtomicU64::new(0),
+            leaks: AtomicU64::new(0),
+            evictions: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn evicted(&self, reason: Reason) {
+        Self::bump(&self.evictions[reason as usize]);
+    }
+
+    pub(crate) fn evictions(&self) -> Evictions {
+        let e = |r: Reason| Self::get(&self.evictions[r as usize]);
+        let mut out = Evictions::default();
+        out.idle_timeout = e(Reason::IdleTimeout);
+        out.max_lifetime = e(Reason::MaxLifetime);
+        out.broken = e(Reason::Broken);
+        out.validation = e(Reason::Validation);
+        out.reset_failed = e(Reason::ResetFailed);
+        out.soft_evict = e(Reason::SoftEvict);
+        out.hook = e(Reason::Hook);
+        out.closed = e(Reason::Closed);
+        out
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for v in (0..10_000u64).chain([1 << 20, 1 << 40, u64::MAX / 3, u64::MAX]) {
+            let b = bucket_of(v);
+            assert!(b >= last && b < BUCKETS, "{v}");
+            last = b;
+            let mid = value_of(b) as f64;
+            let err = (mid - v as f64).abs() / (v.max(1) as f64);
+            assert!(err <= 1.0 / 16.0 + 1e-9, "v={v} mid={mid} err={err}");
+        }
+    }
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let h = Histogram::new();
+        // 1..=1000 microseconds, once each.
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let s = h.summary([0.5, 0.99]);
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.max, Duration::from_micros(1000));
+        let close = |got: Duration, want_us: f64| {
+            let got = got.as_nanos() as f64 / 1000.0;
+            assert!(
+                (got - want_us).abs() / want_us <= 0.0625,
+                "got {got}us want {want_us}us"
+            );
+        };
+        close(s.quantiles[0], 500.0);
+        close(s.quantiles[1], 990.0);
+    }
+}

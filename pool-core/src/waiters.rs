@@ -1,0 +1,274 @@
+//! The queue of callers waiting for a connection: first come, first served,
+//! woken by notification, never by polling.
+//!
+//! A waiter is a [`Cell`] the returning side fills directly (a *handoff*):
+//! the connection goes from the releasing thread to the longest waiter
+//! without touching the idle stack, so a newcomer cannot snatch it. The
+//! queue's mutex is only taken on the slow paths (someone waits, someone
+//! gives up); a return with no one waiting never sees it, because the idle
+//! stack's `WAITERS` bit sends returns here only while the queue is in use
+//! (see `index_stack.rs`). Lock order: queue, then cell.
+//!
+//! # Cancel safety
+//!
+//! A waiter that gives up (timeout, dropped future) calls [`WaiterQueue::cancel`]:
+//! under its cell's lock it either finds a connection already handed to it,
+//! which it returns to the caller to pass on, or marks the cell gone so that
+//! no one hands it anything later. Gone cells are skipped by the returning
+//! side and swept from the queue once they are half of it.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use crate::index_stack::IndexStack;
+use crate::sync::{lock, Arc, AtomicU32, Mutex, Ordering};
+
+enum CellState<T> {
+    /// Queued; the waker (if polled yet) wakes the waiting task.
+    Waiting(Option<Waker>),
+    /// A connection was handed over and not yet taken.
+    Ready(T),
+    /// The pool closed while this waiter was queued.
+    PoolClosed,
+    /// Taken, or the waiter gave up.
+    Gone,
+}
+
+/// One waiting caller.
+pub(crate) struct Cell<T> {
+    state: Mutex<CellState<T>>,
+}
+
+impl<T> std::fmt::Debug for Cell<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cell")
+    }
+}
+
+impl<T> Cell<T> {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(CellState::Waiting(None)),
+        }
+    }
+
+    /// Hands `value` to this waiter, or gives it back if the waiter is gone.
+    fn offer(&self, value: T) -> Result<(), T> {
+        let waker = {
+            let mut state = lock(&self.state);
+            match &mut *state {
+                CellState::Waiting(waker) => {
+                    let waker = waker.take();
+                    *state = CellState::Ready(value);
+                    waker
+                }
+                _ => return Err(value),
+            }
+        };
+        // Woken outside the lock so the waiter does not block on it.
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    fn is_gone(&self) -> bool {
+        matches!(*lock(&self.state), CellState::Gone)
+    }
+
+    /// Polls for a handoff.
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut state = lock(&self.state);
+        match std::mem::replace(&mut *state, CellState::Gone) {
+            CellState::Ready(v) => Poll::Ready(Some(v)),
+            CellState::PoolClosed => Poll::Ready(None),
+            CellState::Waiting(waker) => {
+                let waker = match waker {
+                    Some(w) if w.will_wake(cx.waker()) => w,
+                    _ => cx.waker().clone(),
+                };
+                *state = CellState::Waiting(Some(waker));
+                Poll::Pending
+            }
+            CellState::Gone => Poll::Ready(None),
+        }
+    }
+
+    /// Takes a handoff if one is there, without waiting (loom models).
+    #[cfg(loom)]
+    pub(crate) fn try_take(&self) -> Option<T> {
+        let mut state = lock(&self.state);
+        match std::mem::replace(&mut *state, CellState::Gone) {
+            CellState::Ready(v) => Some(v),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+}
+
+/// A future resolving to a handed-over value, or `None` when the pool closed.
+pub(crate) struct Wait<'a, T> {
+    cell: &'a Cell<T>,
+}
+
+impl<T> Future for Wait<'_, T> {
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.cell.poll_take(cx)
+    }
+}
+
+struct Inner<T> {
+    cells: VecDeque<Arc<Cell<T>>>,
+    /// Cells in `cells` whose waiter gave up.
+    gone: usize,
+}
+
+/// The FIFO queue of waiting callers.
+pub(crate) struct WaiterQueue<T> {
+    inner: Mutex<Inner<T>>,
+    /// Callers currently waiting (registered and not yet finished); read
+    /// without the lock for metrics and connection demand.
+    waiting: AtomicU32,
+}
+
+impl<T> std::fmt::Debug for WaiterQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaiterQueue")
+            .field("waiting", &self.waiting())
+            .finish()
+    }
+}
+
+/// What registering found.
+pub(crate) enum Registered<T> {
+    /// Queued: wait on this cell.
+    Queued(Arc<Cell<T>>),
+    /// A node was on the idle stack after all; the caller owns it.
+    Node(u16),
+    /// The pool is closed.
+    Closed,
+}
+
+impl<T> WaiterQueue<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                cells: VecDeque::new(),
+                gone: 0,
+            }),
+            waiting: AtomicU32::new(0),
+        }
+    }
+
+    /// Callers waiting now.
+    pub(crate) fn waiting(&self) -> u32 {
+        // SeqCst: see `register`.
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Queues a caller behind the others, unless a node can be popped from
+    /// `stack` (then the caller gets it) or the stack is closed.
+    pub(crate) fn register(
+        &self,
+        stack: &IndexStack,
+        links: &crate::index_stack::Links,
+    ) -> Registered<T> {
+        let mut inner = lock(&self.inner);
+        match stack.set_waiters(links) {
+            Ok(()) => {}
+            Err(crate::index_stack::Popped::Node(i)) => return Registered::Node(i),
+            Err(_) => return Registered::Closed,
+        }
+        let cell = Arc::new(Cell::new());
+        inner.cells.push_back(cell.clone());
+        // SeqCst: pairs with the SeqCst decrement of the connector count and
+        // the load below it in `connector.rs`, so either this waiter sees a
+        // connector leaving or that connector sees this waiter.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        Registered::Queued(cell)
+    }
+
+    /// Hands `value` to the longest waiter. `Err(value)` when no one is left
+    /// waiting: the `WAITERS` bit is then cleared, so the caller can push
+    /// the value on the idle stack.
+    pub(crate) fn offer(&self, stack: &IndexStack, mut value: T) -> Result<(), T> {
+        let mut inner = lock(&self.inner);
+        while let Some(cell) = inner.cells.pop_front() {
+            match cell.offer(value) {
+                Ok(()) => {
+                    if inner.cells.is_empty() {
+                        stack.clear_waiters();
+                        inner.gone = 0;
+                    }
+                    return Ok(());
+                }
+                Err(v) => {
+                    inner.gone = inner.gone.saturating_sub(1);
+                    value = v;
+                }
+            }
+        }
+        inner.gone = 0;
+        stack.clear_waiters();
+        Err(value)
+    }
+
+    /// Ends a wait that was registered: counts the waiter out and, if it gave
+    /// up before taking its handoff, returns what was handed to it (the
+    /// caller passes it on) and sweeps gone cells.
+    pub(crate) fn finish(&self, cell: &Arc<Cell<T>>, stack: &IndexStack) -> Option<T> {
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let still_queued = {
+            let mut state = lock(&cell.state);
+            match std::mem::replace(&mut *state, CellState::Gone) {
+                CellState::Ready(v) => return Some(v),
+                CellState::Waiting(_) => true,
+                // Already taken or closed: the cell left the queue.
+                CellState::PoolClosed | CellState::Gone => false,
+            }
+        };
+        if still_queued {
+            let mut inner = lock(&self.inner);
+            inner.gone += 1;
+            if inner.gone * 2 >= inner.cells.len() {
+                inner.cells.retain(|c| !c.is_gone());
+                inner.gone = 0;
+                if inner.cells.is_empty() {
+                    stack.clear_waiters();
+                }
+            }
+        }
+        None
+    }
+
+    /// Fails every queued waiter with "closed". The stack must already be
+    /// closed so no one registers afterwards.
+    pub(crate) fn close_all(&self) {
+        let cells = std::mem::take(&mut lock(&self.inner).cells);
+        for cell in cells {
+            let waker = {
+                let mut state = lock(&cell.state);
+                match std::mem::replace(&mut *state, CellState::PoolClosed) {
+                    CellState::Waiting(w) => w,
+                    other => {
+                        *state = other;
+                        None
+                    }
+                }
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+    }
+
+    pub(crate) fn wait<'a>(&self, cell: &'a Cell<T>) -> Wait<'a, T> {
+        Wait { cell }
+    }
+}
