@@ -49,12 +49,19 @@ async fn main() -> anyhow::Result<()> {
         .validation_mode(ValidationMode::IsValid)
         .validation_bypass(Duration::ZERO)
         .build()?;
-    let pool = Pool::new(DeadpoolManager::new(deadpool_manager(pg.clone())), config.clone()).await?;
+    let pool = Pool::new(
+        DeadpoolManager::new(deadpool_manager(pg.clone())),
+        config.clone(),
+    )
+    .await?;
     {
         let client = pool.get().await?; // derefs to deadpool-postgres's ClientWrapper
         let stmt = client.prepare_cached("SELECT 6 * 7").await?;
         let n: i32 = client.query_one(&stmt, &[]).await?.get(0);
-        println!("pool + deadpool mgr: {} (prepared: {n})", answer(&client).await?);
+        println!(
+            "pool + deadpool mgr: {} (prepared: {n})",
+            answer(&client).await?
+        );
         println!("deadpool metrics kept per object: {:?}", client.metrics());
     }
     pool.close().await;
@@ -68,7 +75,10 @@ async fn main() -> anyhow::Result<()> {
         let client = pool.get().await?; // derefs to PgClient, then Client
         let stmt = client.prepare_cached("SELECT 6 * 7").await?;
         let n: i32 = client.query_one(&stmt, &[]).await?.get(0);
-        println!("pool + native mgr:   {} (prepared: {n})", answer(&client).await?);
+        println!(
+            "pool + native mgr:   {} (prepared: {n})",
+            answer(&client).await?
+        );
     }
     // deadpool's status() becomes a metrics snapshot.
     let status = deadpool.status();

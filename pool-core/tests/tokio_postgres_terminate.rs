@@ -132,7 +132,7 @@ async fn with_validation_no_dead_connection_is_handed_out() {
     // A query may fail only if a kill overlapped it (it was in flight, or
     // its connection died between validation and use). A failure with no
     // kill anywhere near it means a dead connection was handed out.
-    let ops = ops.lock().unwrap();
+    let ops: Vec<Op> = std::mem::take(&mut *ops.lock().unwrap());
     let failed: Vec<&Op> = ops.iter().filter(|op| !op.ok).collect();
     let unexplained: Vec<&&Op> = failed
         .iter()
