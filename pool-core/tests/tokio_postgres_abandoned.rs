@@ -80,24 +80,43 @@ async fn query_within_the_limit_passes_through() {
     assert!(!m.has_broken(&mut conn));
 }
 
-/// Forwards exactly one TCP connection to the server behind `config`, then
-/// stops listening, so that a later cancel request (which opens a new
-/// connection to the same address) is refused.
-async fn one_shot_proxy(config: &tokio_postgres::Config) -> u16 {
+/// What a one-shot proxy does with its listening socket after forwarding
+/// its one connection.
+#[derive(Clone, Copy, PartialEq)]
+enum AfterFirst {
+    /// Stop listening: a later connection is refused.
+    Close,
+    /// Keep listening but never accept: once the accept queue is full, a
+    /// later connection hangs.
+    Stall,
+}
+
+/// Forwards exactly one TCP connection to the server behind `config`. A
+/// cancel request opens a new connection to the same address, so what
+/// happens to the listener afterwards decides the cancel's fate.
+async fn one_shot_proxy(config: &tokio_postgres::Config, after: AfterFirst) -> u16 {
     let host = match config.get_hosts().first() {
         Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
         _ => "127.0.0.1".to_owned(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
         .expect("bind proxy");
+    let listener = socket.listen(1).expect("listen");
     let proxy_port = listener.local_addr().expect("proxy addr").port();
     tokio::spawn(async move {
         let Ok((mut inbound, _)) = listener.accept().await else {
             return;
         };
-        drop(listener);
+        let _stalled = match after {
+            AfterFirst::Close => {
+                drop(listener);
+                None
+            }
+            AfterFirst::Stall => Some(listener),
+        };
         let Ok(mut outbound) = tokio::net::TcpStream::connect((host.as_str(), port)).await else {
             return;
         };
@@ -106,16 +125,12 @@ async fn one_shot_proxy(config: &tokio_postgres::Config) -> u16 {
     proxy_port
 }
 
-#[tokio::test]
-async fn cancel_that_cannot_reach_the_server_is_reported() {
-    let Some(url) = pg_env::database_url("cancel_unreachable") else {
-        return;
-    };
-    let direct = pg_env::config(&url);
-    let proxy_port = one_shot_proxy(&direct).await;
-    // `host`/`port` append to a config's lists, so start from an empty one.
+/// A config for the proxy on `port`, with the user, password and database
+/// of `direct`. (`host`/`port` append to a config's lists, so it starts
+/// from an empty one.)
+fn via_proxy(direct: &tokio_postgres::Config, port: u16) -> tokio_postgres::Config {
     let mut config = tokio_postgres::Config::new();
-    config.host("127.0.0.1").port(proxy_port);
+    config.host("127.0.0.1").port(port);
     if let Some(user) = direct.get_user() {
         config.user(user);
     }
@@ -125,7 +140,17 @@ async fn cancel_that_cannot_reach_the_server_is_reported() {
     if let Some(dbname) = direct.get_dbname() {
         config.dbname(dbname);
     }
-    let m = PostgresManager::new(config, NoTls);
+    config
+}
+
+#[tokio::test]
+async fn cancel_that_cannot_reach_the_server_is_reported() {
+    let Some(url) = pg_env::database_url("cancel_unreachable") else {
+        return;
+    };
+    let direct = pg_env::config(&url);
+    let proxy_port = one_shot_proxy(&direct, AfterFirst::Close).await;
+    let m = PostgresManager::new(via_proxy(&direct, proxy_port), NoTls);
     let mut conn = m.connect().await.expect("connect through the proxy");
     let err = conn
         .with_timeout(
@@ -144,5 +169,50 @@ async fn cancel_that_cannot_reach_the_server_is_reported() {
         "query did not finish within 100ms; the cancel request failed"
     );
     assert!(err.source().is_some(), "the cancel's error is the source");
+    assert!(m.has_broken(&mut conn), "retired all the same");
+}
+
+#[tokio::test]
+async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
+    let Some(url) = pg_env::database_url("cancel_hangs") else {
+        return;
+    };
+    let direct = pg_env::config(&url);
+    let proxy_port = one_shot_proxy(&direct, AfterFirst::Stall).await;
+    let m = PostgresManager::new(via_proxy(&direct, proxy_port), NoTls)
+        .cancel_timeout(Duration::from_millis(300));
+    let mut conn = m.connect().await.expect("connect through the proxy");
+    // Fill the proxy's accept queue (never accepted), so that the cancel
+    // request's connection attempt gets no answer.
+    let fillers: Vec<_> = (0..4)
+        .map(|_| {
+            tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(("127.0.0.1", proxy_port)).await;
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                drop(stream);
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let err = conn
+        .with_timeout(
+            Duration::from_millis(100),
+            conn.query("SELECT pg_sleep(2)", &[]),
+        )
+        .await
+        .expect_err("times out");
+    for filler in fillers {
+        filler.abort();
+    }
+    assert!(
+        matches!(err, QueryError::CancelFailed { error: None, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "query did not finish within 100ms; the cancel request timed out"
+    );
+    assert!(err.source().is_none());
     assert!(m.has_broken(&mut conn), "retired all the same");
 }

@@ -170,13 +170,51 @@ async fn no_password_in_debug_or_errors() {
     assert!(debug.contains("shop"), "{debug}");
 
     let err = m.connect().await.expect_err("nothing listens on port 1");
+    assert_no_secret(&err, SECRET);
+}
+
+#[tokio::test]
+async fn unreachable_server_times_out_with_the_cause_and_no_password() {
+    const SECRET: &str = "pool-secret-do-not-print";
+    let mut pg = tokio_postgres::Config::new();
+    pg.host("127.0.0.1")
+        .port(1) // nothing listens there
+        .user("app")
+        .password(SECRET)
+        .connect_timeout(Duration::from_secs(2));
+    let config = pool_core::PoolConfig::builder()
+        .max_size(2)
+        .acquire_timeout(Duration::from_millis(500))
+        .build()
+        .expect("config");
+
+    let err = pool_core::Pool::new(PostgresManager::new(pg.clone(), NoTls), config.clone())
+        .await
+        .expect_err("Pool::new fails fast");
+    assert!(matches!(err, pool_core::PoolError::Backend(_)), "{err:?}");
+    assert_no_secret(&err, SECRET);
+
+    let pool = pool_core::Pool::new_lazy(PostgresManager::new(pg, NoTls), config);
+    assert!(!format!("{pool:?}").contains(SECRET));
+    let err = pool.get().await.expect_err("nothing to connect to");
+    assert!(err.is_timeout(), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("error connecting to server"),
+        "the connect error is in the message: {text}"
+    );
+    assert_no_secret(&err, SECRET);
+}
+
+fn assert_no_secret(err: &(dyn std::error::Error + 'static), secret: &str) {
     let mut texts = vec![err.to_string(), format!("{err:?}")];
-    let mut source = std::error::Error::source(&err);
+    let mut source = err.source();
     while let Some(e) = source {
         texts.push(e.to_string());
+        texts.push(format!("{e:?}"));
         source = e.source();
     }
     for text in texts {
-        assert!(!text.contains(SECRET), "{text}");
+        assert!(!text.contains(secret), "{text}");
     }
 }
