@@ -31,7 +31,7 @@ enum Refused {
 /// handed to it, passes that connection on.
 struct WaitGuard<'a, M: ManageConnection> {
     shared: &'a Arc<Shared<M>>,
-    cell: Arc<Cell<Handoff<M::Connection>>>,
+    cell: crate::sync::Arc<Cell<Handoff<M::Connection>>>,
 }
 
 impl<M: ManageConnection> Drop for WaitGuard<'_, M> {
