@@ -83,8 +83,10 @@ impl<M: ManageConnection> Shared<M> {
             Some(Some(h)) => Ok(h),
             Some(None) => Err(PoolError::Closed),
             None => {
+                // Built while still queued, so the counts include this caller.
+                let err = self.timeout_error(started, TimeoutPhase::Wait);
                 drop(guard);
-                Err(self.timeout_error(started, TimeoutPhase::Wait))
+                Err(err)
             }
         }
     }
