@@ -165,7 +165,7 @@ async fn demo(store: &Arc<KvStore>, copy_url: Option<&str>) -> anyhow::Result<()
         let report = copied.context("copying")?;
         let (rows, user) = checked.unwrap_or_default();
         println!(
-            "copy   {} -> {}: {} rows in {} batches ({} bytes), read back identical",
+            "copy   {} -> {}: {} rows, {} upserts, {} bytes, each batch read back identical",
             store.backend(),
             target.backend(),
             report.rows,

@@ -1,5 +1,5 @@
 //! One enum over the three pools, and the few driver calls the store makes,
-//! written once and expanded for each sqlx driver by [`on_driver!`].
+//! written once and expanded for each sqlx driver by `on_driver!`.
 
 use std::str::FromStr;
 

@@ -207,3 +207,68 @@ impl fmt::Debug for ReadCache {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(capacity: usize) -> (ReadCache, ManualClock) {
+        let clock = ManualClock::new();
+        let cache = ReadCache::new(Duration::from_secs(1), capacity, Arc::new(clock.clone()));
+        (cache, clock)
+    }
+
+    #[test]
+    fn a_read_that_raced_a_removal_is_not_cached() {
+        let (cache, _) = cache(8);
+        let Err(ticket) = cache.get("k") else {
+            panic!("an empty cache had `k`");
+        };
+        // A write lands and forgets `k` while the read is in flight.
+        cache.remove("k");
+        cache.insert(ticket, "k", "old".into());
+        assert!(cache.get("k").is_err(), "the raced read's value was cached");
+
+        let Err(ticket) = cache.get("k") else {
+            panic!("`k` appeared");
+        };
+        cache.insert(ticket, "k", "new".into());
+        assert_eq!(cache.get("k").ok().as_deref(), Some("new"));
+    }
+
+    #[test]
+    fn a_full_cache_sweeps_expired_entries_and_never_grows_past_capacity() {
+        let (cache, clock) = cache(2);
+        for key in ["a", "b", "c"] {
+            let Err(ticket) = cache.get(key) else {
+                panic!("{key} cached before it was read");
+            };
+            cache.insert(ticket, key, key.into());
+        }
+        assert_eq!(cache.stats().entries, 2);
+        assert!(
+            cache.get("c").is_err(),
+            "a third entry went past capacity 2"
+        );
+
+        clock.advance(Duration::from_secs(1));
+        let Err(ticket) = cache.get("c") else {
+            panic!("`c` cached");
+        };
+        cache.insert(ticket, "c", "c".into());
+        assert_eq!(cache.get("c").ok().as_deref(), Some("c"));
+        assert_eq!(cache.stats().entries, 1, "expired entries were not swept");
+    }
+
+    #[test]
+    fn a_zero_ttl_or_capacity_caches_nothing() {
+        for (ttl, capacity) in [(Duration::ZERO, 8), (Duration::from_secs(1), 0)] {
+            let cache = ReadCache::new(ttl, capacity, Arc::new(ManualClock::new()));
+            let Err(ticket) = cache.get("k") else {
+                panic!("an empty cache had `k`");
+            };
+            cache.insert(ticket, "k", "v".into());
+            assert!(cache.get("k").is_err());
+        }
+    }
+}
