@@ -6,6 +6,8 @@
 //! is delivered; a clean one is delivered inline (`Shared::deliver`): no
 //! lock, no allocation, no task.
 
+use std::time::Duration;
+
 use pool_api::{ConnectionInfo, ManageConnection};
 use tokio::time::Instant;
 
@@ -17,10 +19,10 @@ use crate::stats::Reason;
 use std::sync::Arc;
 
 impl<M: ManageConnection> Shared<M> {
-    /// Ends the checkout bookkeeping of a slot: hold time and leak state.
-    pub(crate) fn release_tracking(&self, index: u16, checked_out_at: Instant) {
+    /// Ends the checkout bookkeeping of a slot held for `held`: the hold
+    /// time histogram and the leak state.
+    pub(crate) fn release_tracking(&self, index: u16, held: Duration) {
         if self.config.leak_detection_threshold().is_some() {
-            let held = checked_out_at.elapsed();
             if let Some(held) = self.slots.get(index).leak.returned(held) {
                 tracing::info!(
                     pool = self.config.name(),
@@ -30,7 +32,7 @@ impl<M: ManageConnection> Shared<M> {
             }
         }
         #[cfg(feature = "metrics")]
-        self.export.held(checked_out_at.elapsed());
+        self.export.held(held);
     }
 
     /// Forgets an in-use connection the caller took away (`detach`).
@@ -46,15 +48,15 @@ impl<M: ManageConnection> Shared<M> {
         mut entry: Entry<M::Connection>,
         checked_out_at: Instant,
     ) {
-        self.release_tracking(index, checked_out_at);
+        let now = Instant::now();
+        let held_for = now.saturating_duration_since(checked_out_at);
+        self.release_tracking(index, held_for);
         if self.manager.has_broken(&mut entry.conn) {
             return self.evict(index, entry, Counted::InUse, Reason::Broken);
         }
-        let now = Instant::now();
         if let Some(reason) = self.expired(&entry, now) {
             return self.evict(index, entry, Counted::InUse, reason);
         }
-        let held_for = now.saturating_duration_since(checked_out_at);
         entry.last_used = now;
         let dirty = self.manager.needs_reset(&mut entry.conn);
         if !dirty && self.hooks.is_none() {
@@ -84,7 +86,7 @@ impl<M: ManageConnection> Shared<M> {
 async fn reset_then_deliver<M: ManageConnection>(
     mut guard: PooledConnection<M>,
     dirty: bool,
-    held_for: std::time::Duration,
+    held_for: Duration,
 ) {
     let shared = guard.shared.clone();
     let limit = shared.config.validation_timeout();
