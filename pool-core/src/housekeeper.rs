@@ -20,6 +20,7 @@ use std::time::Duration;
 use pool_api::ManageConnection;
 use tokio::time::Instant;
 
+use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
 use crate::counts::Counted;
 use crate::index_stack::NIL;
@@ -66,7 +67,7 @@ impl<M: ManageConnection> Shared<M> {
     /// One housekeeping pass. `full` runs retirement and keepalive (every
     /// `housekeeping_period`); every tick refills, checks leaks and exports.
     pub(crate) async fn housekeep(self: &Arc<Self>, full: bool) {
-        let now = Instant::now();
+        let now = self.clock.now();
         if full {
             let to_ping = self.retire_idle(now);
             self.ping(to_ping, now).await;
@@ -87,7 +88,7 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Closes idle connections past their idle timeout (never below
     /// `min_size`) or lifetime; returns those due a keepalive ping.
-    fn retire_idle(self: &Arc<Self>, now: Instant) -> Vec<Handoff<M::Connection>> {
+    fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Handoff<M::Connection>> {
         let mut taken = Vec::new();
         let mut index = self.idle.take_all();
         while index != NIL {
@@ -113,9 +114,11 @@ impl<M: ManageConnection> Shared<M> {
             if let Some(reason) = reason {
                 open -= 1;
                 self.evict(h.index, h.entry, Counted::Idle, reason);
-            } else if self.config.keepalive_interval().is_some_and(|k| {
-                now.saturating_duration_since(h.entry.last_ping.max(h.entry.last_used)) >= k
-            }) {
+            } else if self
+                .config
+                .keepalive_interval()
+                .is_some_and(|k| now.since(h.entry.last_ping.max(h.entry.last_used)) >= k)
+            {
                 to_ping.push(h);
             } else {
                 keep.push(h);
@@ -129,7 +132,7 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Pings idle connections concurrently; those that fail are closed.
-    async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>, now: Instant) {
+    async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>, now: Stamp) {
         if to_ping.is_empty() {
             return;
         }
@@ -151,7 +154,7 @@ impl<M: ManageConnection> Shared<M> {
                 match tokio::time::timeout(limit, shared.manager.is_valid(&mut guard)).await {
                     Ok(Ok(())) => {
                         let mut entry = guard.take_entry();
-                        entry.last_ping = Instant::now();
+                        entry.last_ping = shared.clock.now();
                         shared.deliver(guard.index, entry, Counted::InUse);
                     }
                     Ok(Err(e)) => {
@@ -171,14 +174,14 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Reports connections held past the leak threshold, once each.
-    fn report_leaks(&self, now: Instant) {
+    fn report_leaks(&self, now: Stamp) {
         let Some(threshold) = self.config.leak_detection_threshold() else {
             return;
         };
         for i in 0..self.slots.len() {
             // `i < max_size <= MAX_POOL_SIZE`.
             let slot = self.slots.get(i as u16);
-            if let Some((held, trace)) = slot.leak.check(self.epoch, now, threshold) {
+            if let Some((held, trace)) = slot.leak.check(now, threshold) {
                 Stats::bump(&self.stats.leaks);
                 #[cfg(feature = "metrics")]
                 self.export.leaked();

@@ -11,11 +11,11 @@
 use std::time::Duration;
 
 use backtrace::Backtrace;
-use tokio::time::Instant;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::clock::Stamp;
 use crate::sync::lock_std as lock;
 
 /// Per-slot leak state.
@@ -29,19 +29,15 @@ pub(crate) struct LeakSlot {
     backtrace: Mutex<Option<Backtrace>>,
 }
 
-fn nanos_since(epoch: Instant, t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX - 1) + 1
-}
-
 impl LeakSlot {
     /// Records a checkout (leak detection on).
-    pub(crate) fn taken(&self, epoch: Instant, now: Instant) {
+    pub(crate) fn taken(&self, now: Stamp) {
         *lock(&self.backtrace) = Some(Backtrace::new_unresolved());
         self.reported.store(0, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `check`, so a scan that
         // sees this checkout also sees its backtrace and cleared flag.
         self.taken_at
-            .store(nanos_since(epoch, now), Ordering::Release);
+            .store(now.nanos().saturating_add(1), Ordering::Release);
     }
 
     /// Records a return; says how long a reported leak was held.
@@ -54,17 +50,12 @@ impl LeakSlot {
     /// Reports this slot's checkout if it is past `threshold` and was not
     /// reported yet: returns how long it has been held and where it was
     /// taken.
-    pub(crate) fn check(
-        &self,
-        epoch: Instant,
-        now: Instant,
-        threshold: Duration,
-    ) -> Option<(Duration, String)> {
+    pub(crate) fn check(&self, now: Stamp, threshold: Duration) -> Option<(Duration, String)> {
         let taken = self.taken_at.load(Ordering::Acquire);
         if taken == 0 {
             return None;
         }
-        let held = Duration::from_nanos(nanos_since(epoch, now).saturating_sub(taken));
+        let held = now.since(Stamp::from_nanos(taken - 1));
         if held < threshold || self.reported.swap(1, Ordering::Relaxed) != 0 {
             return None;
         }

@@ -23,6 +23,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
+mod clock;
 mod connection;
 mod connector;
 mod counts;

@@ -8,14 +8,13 @@
 
 use std::time::Duration;
 
-use pool_api::{ConnectionInfo, ManageConnection};
-use tokio::time::Instant;
-
+use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
 use crate::counts::Counted;
 use crate::shared::Shared;
 use crate::slots::Entry;
 use crate::stats::Reason;
+use pool_api::{ConnectionInfo, ManageConnection};
 use std::sync::Arc;
 
 impl<M: ManageConnection> Shared<M> {
@@ -46,10 +45,10 @@ impl<M: ManageConnection> Shared<M> {
         self: &Arc<Self>,
         index: u16,
         mut entry: Entry<M::Connection>,
-        checked_out_at: Instant,
+        checked_out_at: Stamp,
     ) {
-        let now = Instant::now();
-        let held_for = now.saturating_duration_since(checked_out_at);
+        let now = self.clock.now();
+        let held_for = now.since(checked_out_at);
         self.release_tracking(index, held_for);
         if self.manager.has_broken(&mut entry.conn) {
             return self.evict(index, entry, Counted::InUse, Reason::Broken);
@@ -105,7 +104,8 @@ async fn reset_then_deliver<M: ManageConnection>(
         }
     }
     if let Some(hooks) = &shared.hooks {
-        let info = ConnectionInfo::new(guard.entry().created_at.elapsed(), held_for);
+        let info =
+            ConnectionInfo::new(shared.clock.now().since(guard.entry().created_at), held_for);
         guard.on_drop = OnDrop::Close(Reason::Hook);
         match tokio::time::timeout(limit, hooks.after_release(&mut guard, info)).await {
             Ok(Ok(true)) => {}

@@ -40,6 +40,8 @@ use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolState, Timeou
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::clock::{Clock, Stamp};
+
 use crate::counts::{Counted, Counts};
 use crate::index_stack::{IndexStack, Popped};
 use crate::slots::{Entry, Handoff, Slots};
@@ -73,8 +75,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     last_error: Mutex<Option<LastError>>,
     /// Signalled when a slot is freed after close.
     pub(crate) drained: Notify,
-    /// Time origin for the timestamps kept in atomics.
-    pub(crate) epoch: Instant,
+    /// The source of every timestamp.
+    pub(crate) clock: Clock,
     #[cfg(feature = "metrics")]
     pub(crate) export: crate::export::Export,
 }
@@ -115,7 +117,7 @@ impl<M: ManageConnection> Shared<M> {
             stats: Stats::new(),
             last_error: Mutex::new(None),
             drained: Notify::new(),
-            epoch: Instant::now(),
+            clock: Clock::new(),
             #[cfg(feature = "metrics")]
             export: crate::export::Export::new(config.name()),
             config,
@@ -162,14 +164,11 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Why `entry` must not be handed out or kept, if it must not.
-    pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Instant) -> Option<Reason> {
+    pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Stamp) -> Option<Reason> {
         if entry.generation < self.generation.load(Ordering::Relaxed) {
             return Some(Reason::SoftEvict);
         }
-        match entry.expires_at {
-            Some(at) if at <= now => Some(Reason::MaxLifetime),
-            _ => None,
-        }
+        (entry.expires_at <= now).then_some(Reason::MaxLifetime)
     }
 
     /// Reserves a free slot for a connect; `None` at `max_size`.

@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::clock::Stamp;
 use crate::index_stack::Links;
 use crate::leak::LeakSlot;
 use crate::sync::UnsafeCell;
@@ -17,21 +16,21 @@ use crate::sync::UnsafeCell;
 #[derive(Debug)]
 pub(crate) struct Entry<C> {
     pub(crate) conn: C,
-    pub(crate) created_at: Instant,
-    /// When it must be retired (max lifetime less jitter).
-    pub(crate) expires_at: Option<Instant>,
+    pub(crate) created_at: Stamp,
+    /// When it must be retired (max lifetime less jitter), or `NEVER`.
+    pub(crate) expires_at: Stamp,
     /// When it was opened or last came back.
-    pub(crate) last_used: Instant,
+    pub(crate) last_used: Stamp,
     /// The pool's eviction generation when its connect started; an older
     /// generation than the pool's means `soft_evict_all` retired it.
     pub(crate) generation: u64,
     /// When the housekeeper last pinged it (keepalive).
-    pub(crate) last_ping: Instant,
+    pub(crate) last_ping: Stamp,
 }
 
 impl<C> Entry<C> {
-    pub(crate) fn idle_for(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(self.last_used)
+    pub(crate) fn idle_for(&self, now: Stamp) -> Duration {
+        now.since(self.last_used)
     }
 }
 
