@@ -12,7 +12,6 @@ use tokio::time::Instant;
 
 use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::index_stack::Popped;
 use crate::shared::Shared;
 use crate::slots::Handoff;
@@ -48,7 +47,7 @@ struct WaitGuard<'a, M: ManageConnection> {
 impl<M: ManageConnection> Drop for WaitGuard<'_, M> {
     fn drop(&mut self) {
         if let Some(h) = self.shared.waiters.finish(&self.cell, &self.shared.idle) {
-            self.shared.deliver(h.index, h.entry, Counted::InUse);
+            self.shared.deliver(h.index, h.entry);
         }
     }
 }
@@ -67,7 +66,7 @@ impl<M: ManageConnection> Shared<M> {
         // SAFETY: the pop (or registration) that produced `index` made us its
         // owner.
         let entry = unsafe { self.slots.take(index) };
-        self.counts.shift(Counted::Idle, Counted::InUse);
+        self.slots.get(index).set(crate::slots::State::InUse);
         Handoff { index, entry }
     }
 
@@ -130,13 +129,13 @@ impl<M: ManageConnection> Shared<M> {
                 return Ok(Fast::Empty);
             };
             if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h.index, h.entry, Counted::InUse, reason);
+                self.evict(h.index, h.entry, reason);
                 continue;
             }
             if self.needs_check(&h.entry, now) {
                 return Ok(Fast::Check(h));
             }
-            self.stats.acquire_wait.record_zero();
+            self.slots.get(h.index).count_checkout();
             return Ok(Fast::Ready(self.hand_out(h.index, h.entry, now)));
         }
     }
@@ -203,7 +202,7 @@ impl<M: ManageConnection> Shared<M> {
     ) -> Result<PooledConnection<M>, Refused> {
         let Handoff { index, entry } = handoff;
         if let Some(reason) = self.expired(&entry, now) {
-            self.evict(index, entry, Counted::InUse, reason);
+            self.evict(index, entry, reason);
             return Err(Refused::Retry);
         }
         let mut now = now;
@@ -296,10 +295,10 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             let Handoff { index, entry } = self.pop_idle().ok()??;
             if let Some(reason) = self.expired(&entry, now) {
-                self.evict(index, entry, Counted::InUse, reason);
+                self.evict(index, entry, reason);
                 continue;
             }
-            self.stats.acquire_wait.record_zero();
+            self.slots.get(index).count_checkout();
             return Some(self.hand_out(index, entry, now));
         }
     }

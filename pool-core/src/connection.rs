@@ -3,7 +3,6 @@
 use std::ops::{Deref, DerefMut};
 
 use crate::clock::Stamp;
-use crate::counts::Counted;
 use crate::shared::Shared;
 use crate::slots::Entry;
 use crate::stats::Reason;
@@ -141,10 +140,9 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
                     self.index,
                     self.shared.clock.now().since(self.checked_out_at),
                 );
-                self.shared
-                    .evict(self.index, entry, Counted::InUse, Reason::Closed);
+                self.shared.evict(self.index, entry, Reason::Closed);
             }
-            OnDrop::Close(reason) => self.shared.evict(self.index, entry, Counted::InUse, reason),
+            OnDrop::Close(reason) => self.shared.evict(self.index, entry, reason),
         }
     }
 }

@@ -22,7 +22,6 @@ use tokio::time::Instant;
 
 use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::index_stack::NIL;
 use crate::shared::Shared;
 use crate::slots::Handoff;
@@ -76,12 +75,13 @@ impl<M: ManageConnection> Shared<M> {
         self.report_leaks(now);
         #[cfg(feature = "metrics")]
         {
-            let summary = self.stats.acquire_wait.summary([]);
+            let fast = self.slots.checkouts();
+            let summary = self.stats.acquire_wait.summary_with_zeros(fast, []);
             self.export.refresh(
                 self.state(),
                 self.config.min_size(),
                 summary.count,
-                self.stats.acquire_wait.zero_count(),
+                self.stats.acquire_wait.zero_count() + fast,
             );
         }
     }
@@ -98,7 +98,7 @@ impl<M: ManageConnection> Shared<M> {
             taken.push(Handoff { index, entry });
             index = next;
         }
-        let mut open = self.counts.get().total();
+        let mut open = self.census().total();
         let min = self.config.min_size();
         let mut keep = Vec::with_capacity(taken.len());
         let mut to_ping = Vec::new();
@@ -113,7 +113,7 @@ impl<M: ManageConnection> Shared<M> {
                 .or(idle_out.then_some(Reason::IdleTimeout));
             if let Some(reason) = reason {
                 open -= 1;
-                self.evict(h.index, h.entry, Counted::Idle, reason);
+                self.evict(h.index, h.entry, reason);
             } else if self
                 .config
                 .keepalive_interval()
@@ -126,7 +126,7 @@ impl<M: ManageConnection> Shared<M> {
         }
         // Back in their order: the most recently used ends on top.
         for h in keep {
-            self.deliver(h.index, h.entry, Counted::Idle);
+            self.deliver(h.index, h.entry);
         }
         to_ping
     }
@@ -140,7 +140,7 @@ impl<M: ManageConnection> Shared<M> {
         for h in to_ping {
             // Out of the idle set while pinged; a guard that closes the
             // connection if the ping is cancelled or fails.
-            self.counts.shift(Counted::Idle, Counted::InUse);
+            self.slots.get(h.index).set(crate::slots::State::InUse);
             let mut guard = PooledConnection::new(
                 self.clone(),
                 h.index,
@@ -155,7 +155,7 @@ impl<M: ManageConnection> Shared<M> {
                     Ok(Ok(())) => {
                         let mut entry = guard.take_entry();
                         entry.last_ping = shared.clock.now();
-                        shared.deliver(guard.index, entry, Counted::InUse);
+                        shared.deliver(guard.index, entry);
                     }
                     Ok(Err(e)) => {
                         tracing::info!(pool = shared.config.name(), error = %e, "keepalive ping failed; closing connection");

@@ -26,7 +26,6 @@ mod acquire;
 mod clock;
 mod connection;
 mod connector;
-mod counts;
 #[cfg(feature = "metrics")]
 mod export;
 mod housekeeper;

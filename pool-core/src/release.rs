@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::shared::Shared;
 use crate::slots::Entry;
 use crate::stats::Reason;
@@ -36,7 +35,6 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Forgets an in-use connection the caller took away (`detach`).
     pub(crate) fn forget(self: &Arc<Self>, index: u16) {
-        self.counts.remove(Counted::InUse);
         self.free_slot(index);
     }
 
@@ -51,15 +49,15 @@ impl<M: ManageConnection> Shared<M> {
         let held_for = now.since(checked_out_at);
         self.release_tracking(index, held_for);
         if self.manager.has_broken(&mut entry.conn) {
-            return self.evict(index, entry, Counted::InUse, Reason::Broken);
+            return self.evict(index, entry, Reason::Broken);
         }
         if let Some(reason) = self.expired(&entry, now) {
-            return self.evict(index, entry, Counted::InUse, reason);
+            return self.evict(index, entry, reason);
         }
         entry.last_used = now;
         let dirty = self.manager.needs_reset(&mut entry.conn);
         if !dirty && self.hooks.is_none() {
-            return self.deliver(index, entry, Counted::InUse);
+            return self.deliver(index, entry);
         }
         // Reset (or the hook) is async: run it in a task that owns the
         // connection through a guard whose drop closes it, so a runtime
@@ -69,7 +67,7 @@ impl<M: ManageConnection> Shared<M> {
                 pool = self.config.name(),
                 "connection needing a reset returned outside a tokio runtime; closing it"
             );
-            return self.evict(index, entry, Counted::InUse, Reason::ResetFailed);
+            return self.evict(index, entry, Reason::ResetFailed);
         };
         let guard = PooledConnection::new(
             self.clone(),
@@ -124,5 +122,5 @@ async fn reset_then_deliver<M: ManageConnection>(
         }
     }
     let entry = guard.take_entry();
-    shared.deliver(guard.index, entry, Counted::InUse);
+    shared.deliver(guard.index, entry);
 }
