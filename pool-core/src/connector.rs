@@ -62,7 +62,7 @@ impl<M: ManageConnection> Shared<M> {
         if self.handles.load(Ordering::Relaxed) == 0 {
             return waiting;
         }
-        let total = self.census().total();
+        let total = self.open_count();
         waiting + self.config.min_size().saturating_sub(total)
     }
 
@@ -70,7 +70,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) fn request_connections(self: &Arc<Self>) {
         let limit = self.config.max_concurrent_connects();
         loop {
-            if self.is_closed() || self.census().total() >= self.config.max_size() {
+            if self.is_closed() || self.open_count() >= self.config.max_size() {
                 return;
             }
             let running = self.connecting.load(Ordering::SeqCst);

@@ -98,7 +98,7 @@ impl<M: ManageConnection> Shared<M> {
             taken.push(Handoff { index, entry });
             index = next;
         }
-        let mut open = self.census().total();
+        let mut open = self.open_count();
         let min = self.config.min_size();
         let mut keep = Vec::with_capacity(taken.len());
         let mut to_ping = Vec::new();

@@ -62,6 +62,10 @@ pub(crate) struct Shared<M: ManageConnection> {
     pub(crate) idle: IndexStack,
     pub(crate) free: IndexStack,
     pub(crate) waiters: WaiterQueue<Handoff<M::Connection>>,
+    /// Slots reserved: connections open or being opened. Changed only when
+    /// a connection is opened or closed (never on checkout or return), so
+    /// the slow paths can read it instead of adding up every slot.
+    pub(crate) open: AtomicU32,
     /// Connector tasks running (bounded by `max_concurrent_connects`).
     pub(crate) connecting: AtomicU32,
     /// `Pool` handles alive; at zero, nothing refills to `min_size` and the
@@ -108,6 +112,7 @@ impl<M: ManageConnection> Shared<M> {
             idle: IndexStack::new(),
             free,
             waiters: WaiterQueue::new(),
+            open: AtomicU32::new(0),
             connecting: AtomicU32::new(0),
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
@@ -120,6 +125,11 @@ impl<M: ManageConnection> Shared<M> {
             export: crate::export::Export::new(config.name()),
             config,
         }
+    }
+
+    /// Connections open or being opened (cheap; see `open`).
+    pub(crate) fn open_count(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// The slots' states added up.
@@ -179,6 +189,7 @@ impl<M: ManageConnection> Shared<M> {
         match self.free.pop(&self.slots.links) {
             Popped::Node(index) => {
                 self.slots.get(index).set(State::Opening);
+                self.open.fetch_add(1, Ordering::Relaxed);
                 Some(Reservation {
                     shared: self.clone(),
                     index,
@@ -194,6 +205,7 @@ impl<M: ManageConnection> Shared<M> {
     /// really gone.
     pub(crate) fn free_slot(self: &Arc<Self>, index: u16) {
         self.slots.get(index).set(State::Free);
+        self.open.fetch_sub(1, Ordering::Relaxed);
         let pushed = self.free.push(&self.slots.links, index);
         debug_assert!(pushed.is_ok(), "the free list is never closed");
         if self.is_closed() {
@@ -267,7 +279,7 @@ impl<M: ManageConnection> Shared<M> {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.census().total() == 0 {
+            if self.open_count() == 0 {
                 return;
             }
             drained.await;
