@@ -109,14 +109,12 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(e)) => return Err(OpenError::Backend(e)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        let opened_at = Instant::now();
-        let now = self.clock.stamp(opened_at);
+        let now = self.clock.now();
         Stats::bump(&self.stats.creations);
         #[cfg(feature = "metrics")]
-        self.export
-            .created(opened_at.saturating_duration_since(started));
+        self.export.created(started.elapsed());
         #[cfg(not(feature = "metrics"))]
-        let _ = started;
+        drop(started);
         Ok(Entry {
             conn,
             created_at: now,
