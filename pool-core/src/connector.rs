@@ -95,6 +95,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
         let limit = self.config.connect_timeout();
         let generation = self.generation.load(Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
         let started = Instant::now();
         let opened = tokio::time::timeout(limit, async {
             let mut conn = self.manager.connect().await?;
@@ -113,8 +114,6 @@ impl<M: ManageConnection> Shared<M> {
         Stats::bump(&self.stats.creations);
         #[cfg(feature = "metrics")]
         self.export.created(started.elapsed());
-        #[cfg(not(feature = "metrics"))]
-        drop(started);
         Ok(Entry {
             conn,
             created_at: now,
