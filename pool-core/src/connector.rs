@@ -131,11 +131,16 @@ impl<M: ManageConnection> Shared<M> {
         now.checked_add(life.saturating_sub(jitter))
     }
 
-    /// Records a failed connect.
-    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+    /// Counts a failed connect, in the snapshot and the export alike.
+    fn count_creation_error(&self) {
         Stats::bump(&self.stats.creation_errors);
         #[cfg(feature = "metrics")]
         self.export.creation_failed();
+    }
+
+    /// Records a failed connect.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+        self.count_creation_error();
         let err = err.into_last_error();
         tracing::warn!(pool = self.config.name(), error = %err, "connect failed");
         self.set_last_error(err);
@@ -151,7 +156,9 @@ impl<M: ManageConnection> Shared<M> {
             match self.open().await {
                 Ok(entry) => slot.fill(entry),
                 Err(OpenError::Backend(e)) => {
-                    Stats::bump(&self.stats.creation_errors);
+                    // Returned to the caller, not kept as the last error,
+                    // but counted like any failed connect.
+                    self.count_creation_error();
                     return Err(PoolError::Backend(e));
                 }
                 Err(e @ OpenError::TimedOut(_)) => {
