@@ -108,7 +108,7 @@ impl<M: ManageConnection> PooledConnection<M> {
     pub fn detach(mut self) -> M::Connection {
         let entry = self.take_entry();
         self.shared
-            .release_tracking(self.index, self.checked_out_at);
+            .release_tracking(self.index, self.checked_out_at, Instant::now());
         self.shared.forget(self.index);
         entry.conn
     }
@@ -137,7 +137,7 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
             OnDrop::Return => self.shared.checkin(self.index, entry, self.checked_out_at),
             OnDrop::Discard => {
                 self.shared
-                    .release_tracking(self.index, self.checked_out_at);
+                    .release_tracking(self.index, self.checked_out_at, Instant::now());
                 self.shared
                     .evict(self.index, entry, Counted::InUse, Reason::Closed);
             }

@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 impl<M: ManageConnection> Shared<M> {
     /// Ends the checkout bookkeeping of a slot: hold time and leak state.
-    pub(crate) fn release_tracking(&self, index: u16, checked_out_at: Instant) {
+    /// `now` is the caller's clock reading, so a return reads the clock once.
+    pub(crate) fn release_tracking(&self, index: u16, checked_out_at: Instant, now: Instant) {
+        let held = now.saturating_duration_since(checked_out_at);
         if self.config.leak_detection_threshold().is_some() {
-            let held = checked_out_at.elapsed();
             if let Some(held) = self.slots.get(index).leak.returned(held) {
                 tracing::info!(
                     pool = self.config.name(),
@@ -30,7 +31,7 @@ impl<M: ManageConnection> Shared<M> {
             }
         }
         #[cfg(feature = "metrics")]
-        self.export.held(checked_out_at.elapsed());
+        self.export.held(held);
     }
 
     /// Forgets an in-use connection the caller took away (`detach`).
@@ -46,11 +47,11 @@ impl<M: ManageConnection> Shared<M> {
         mut entry: Entry<M::Connection>,
         checked_out_at: Instant,
     ) {
-        self.release_tracking(index, checked_out_at);
+        let now = Instant::now();
+        self.release_tracking(index, checked_out_at, now);
         if self.manager.has_broken(&mut entry.conn) {
             return self.evict(index, entry, Counted::InUse, Reason::Broken);
         }
-        let now = Instant::now();
         if let Some(reason) = self.expired(&entry, now) {
             return self.evict(index, entry, Counted::InUse, reason);
         }
