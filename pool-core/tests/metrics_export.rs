@@ -309,7 +309,7 @@ async fn counters_histograms_and_gauges_follow_the_events() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn idle_and_lifetime_evictions_are_exported_by_reason() {
+async fn evictions_are_exported_by_reason() {
     let mock = Mock::default();
     let (pool, mut reader) = recorded_pool(
         &mock,
@@ -325,11 +325,24 @@ async fn idle_and_lifetime_evictions_are_exported_by_reason() {
     drop(b);
     tokio::time::sleep(Duration::from_secs(70)).await; // b idles out, a ages out
     drop(a);
+    // Discarded by the caller; dirty with a reset that fails.
+    pool.get().await.unwrap().discard();
+    mock.script.set(&mock.script.fail_reset, true);
+    let mut dirty = pool.get().await.unwrap();
+    dirty.dirty = true;
+    drop(dirty);
+    support::until(|| pool.metrics().total == 0).await;
     reader.read();
-    assert_eq!(reader.counter_of(EVICTED, Some("idle_timeout")), 1);
-    assert_eq!(reader.counter_of(EVICTED, Some("max_lifetime")), 1);
     let e = pool.metrics().evictions;
-    assert_eq!((e.idle_timeout, e.max_lifetime), (1, 1), "{e:?}");
+    for (reason, want, got) in [
+        ("idle_timeout", 1, e.idle_timeout),
+        ("max_lifetime", 1, e.max_lifetime),
+        ("closed", 1, e.closed),
+        ("reset_failed", 1, e.reset_failed),
+    ] {
+        assert_eq!(got, want, "{reason} in the snapshot: {e:?}");
+        assert_eq!(reader.counter_of(EVICTED, Some(reason)), want, "{reason}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
