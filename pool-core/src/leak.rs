@@ -113,26 +113,47 @@ impl LeakSlot {
     }
 }
 
-/// Formats the frames of `trace` from the first one outside this crate,
-/// tokio and the backtrace machinery: where the application called `get()`.
+/// Whether a frame belongs to the pool, the backtrace machinery, the async
+/// runtime, the standard library or the C start-up code rather than to the
+/// application (`test` is libtest's harness). A frame is the application's when its path (for a trait
+/// impl, its self type: `<myapp::Job as core::future::Future>::poll`)
+/// starts with a crate name other than those.
+fn is_internal(name: &str) -> bool {
+    const CRATES: [&str; 9] = [
+        "backtrace",
+        "test",
+        "pool_core",
+        "tokio",
+        "core",
+        "std",
+        "alloc",
+        "futures_util",
+        "futures_core",
+    ];
+    let path = name.strip_prefix('<').unwrap_or(name);
+    let krate_len = path
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(path.len());
+    let (krate, rest) = path.split_at(krate_len);
+    // Bare names are C (`_start`) or the `main` shim; `fn() -> ..`, `&T`,
+    // `dyn ..` self types are glue.
+    krate.is_empty() || !rest.starts_with("::") || CRATES.contains(&krate)
+}
+
+/// Formats the application's frames of `trace`: where it called `get()`
+/// and the async calls that led there, without the frames of the pool,
+/// tokio and the standard library in between.
 fn caller_frames(trace: &Backtrace) -> String {
-    const INTERNAL: [&str; 5] = ["backtrace::", "pool_core::", "tokio::", "core::", "std::"];
+    const SHOWN: usize = 24;
     let mut out = String::new();
-    let mut started = false;
     let mut shown = 0;
+    let mut hidden = 0;
     for frame in trace.frames() {
         for sym in frame.symbols() {
             let name = sym.name().map(|n| format!("{n:#}")).unwrap_or_default();
-            let internal = INTERNAL.iter().any(|p| name.starts_with(p))
-                || name.starts_with("<pool_core::")
-                || name.is_empty();
-            if !started && internal {
+            if is_internal(&name) || shown == SHOWN {
+                hidden += 1;
                 continue;
-            }
-            started = true;
-            if shown == 24 {
-                out.push_str("\n   ...");
-                return out;
             }
             shown += 1;
             out.push_str(&format!("\n  {shown:>2}: {name}"));
@@ -141,8 +162,43 @@ fn caller_frames(trace: &Backtrace) -> String {
             }
         }
     }
-    if out.is_empty() {
-        out.push_str("\n  (no symbols: build with debug info to see the caller)");
+    if shown == 0 {
+        out.push_str("\n  (no application frames: build with debug info to see the caller)");
+    } else if hidden > 0 {
+        out.push_str(&format!(
+            "\n  ({hidden} frames of the pool, the runtime and the standard library not shown)"
+        ));
     }
     out
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::is_internal;
+
+    #[test]
+    fn application_frames_are_told_from_the_machinery() {
+        for app in [
+            "myapp::handlers::checkout::{{closure}}",
+            "<myapp::Job as core::future::future::Future>::poll",
+            "leak::a_test_fn",
+            "<my_app::Pending<T> as core::future::future::Future>::poll",
+        ] {
+            assert!(!is_internal(app), "{app}");
+        }
+        for internal in [
+            "pool_core::pool::Pool<M>::get::{{closure}}",
+            "<core::pin::Pin<P> as core::future::future::Future>::poll",
+            "tokio::runtime::scheduler::current_thread::Context::enter",
+            "std::thread::local::LocalKey<T>::with",
+            "backtrace::backtrace::trace",
+            "<fn() -> core::result::Result<(), alloc::string::String> as core::ops::function::FnOnce<()>>::call_once",
+            "<&mut F as core::future::future::Future>::poll",
+            "main",
+            "_start",
+            "",
+        ] {
+            assert!(is_internal(internal), "{internal}");
+        }
+    }
 }
