@@ -105,7 +105,10 @@ impl<M: ManageConnection> Pool<M> {
         config: PoolConfig,
         hooks: Option<Box<dyn Hooks<M>>>,
     ) -> Result<Self, PoolError<M::Error>> {
-        let pool = Self::lazy(manager, config, hooks);
+        // The housekeeper starts only once the first connections are open:
+        // its refill to `min_size` would otherwise open connections on top
+        // of the ones `open_initial` is opening.
+        let pool = Self::assemble(manager, config, hooks);
         if let Err(e) = pool.shared.open_initial().await {
             pool.shared.close().await;
             return Err(e);
@@ -126,9 +129,16 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     fn lazy(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
-        let shared = Arc::new(Shared::new(manager, config, hooks));
-        shared.ensure_housekeeper();
-        Self { shared }
+        let pool = Self::assemble(manager, config, hooks);
+        pool.shared.ensure_housekeeper();
+        pool
+    }
+
+    /// The pool with nothing running yet.
+    fn assemble(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
+        Self {
+            shared: Arc::new(Shared::new(manager, config, hooks)),
+        }
     }
 
     /// Gets a connection, waiting up to `acquire_timeout`.

@@ -358,3 +358,27 @@ async fn checkout_serves_and_refuses_expired_connections_with_the_housekeeper_st
     assert_eq!((m.in_use, m.creation_count), (1, 3), "{m:?}");
     drop(conn);
 }
+
+#[tokio::test(start_paused = true)]
+async fn refill_does_not_race_pool_new_past_min_size() {
+    // `Pool::new` opens min_size connections itself; the housekeeper's
+    // refill, running while those connects are under way, must not open
+    // more on top of them.
+    let mock = Mock::default();
+    mock.script.connect_delay_ms.store(10, Ordering::SeqCst);
+    let pool = Pool::new(
+        mock.clone(),
+        config(10)
+            .min_size(3)
+            .max_concurrent_connects(2)
+            .housekeeping_period(ms(100))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(SEC).await;
+    let m = pool.metrics();
+    assert_eq!((m.total, m.creation_count), (3, 3), "{m:?}");
+    assert_eq!(mock.script.connects(), 3);
+}
