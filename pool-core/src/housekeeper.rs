@@ -14,10 +14,10 @@
 //! too. Nothing on the checkout path depends on it: an expired connection is
 //! refused at checkout anyway, and creation is driven by waiters.
 //!
-//! Each tick takes the idle stack's chain at once (a single CAS), sorts it,
+//! Each sweep takes the idle stack's chain at once (a single CAS), sorts it,
 //! and puts the keepers back in their order. During that instant a caller
 //! finds the stack empty and queues; the keepers are then handed to it
-//! directly.
+//! directly (and `try_get` may find nothing).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
