@@ -33,15 +33,6 @@ impl Stamp {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Stamp(self.0.saturating_add(d))
     }
-
-    /// The raw nanoseconds, for atomics.
-    pub(crate) fn nanos(self) -> u64 {
-        self.0
-    }
-
-    pub(crate) fn from_nanos(n: u64) -> Stamp {
-        Stamp(n)
-    }
 }
 
 /// Reads the pool's clock as [`Stamp`]s.

@@ -133,11 +133,16 @@ impl<M: ManageConnection> Shared<M> {
         now.after(life.saturating_sub(jitter))
     }
 
-    /// Records a failed connect.
-    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+    /// Counts a failed connect, in the snapshot and the export alike.
+    fn count_creation_error(&self) {
         Stats::bump(&self.stats.creation_errors);
         #[cfg(feature = "metrics")]
         self.export.creation_failed();
+    }
+
+    /// Records a failed connect.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+        self.count_creation_error();
         let err = err.into_last_error();
         tracing::warn!(pool = self.config.name(), error = %err, "connect failed");
         self.set_last_error(err);
@@ -180,7 +185,9 @@ impl<M: ManageConnection> Shared<M> {
                 Ok(())
             }
             Err(OpenError::Backend(e)) => {
-                Stats::bump(&self.stats.creation_errors);
+                // Returned to the caller, not kept as the last error, but
+                // counted like any failed connect.
+                self.count_creation_error();
                 Err(PoolError::Backend(e))
             }
             Err(e @ OpenError::TimedOut(_)) => {
