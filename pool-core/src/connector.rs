@@ -184,14 +184,17 @@ impl<M: ManageConnection> Shared<M> {
                 slot.fill(entry);
                 Ok(())
             }
+            // The slot is given back quietly: `Pool::new` is failing, and a
+            // refill connect started now would only delay its error.
             Err(OpenError::Backend(e)) => {
+                slot.abandon();
                 // Returned to the caller, not kept as the last error, but
                 // counted like any failed connect.
                 self.count_creation_error();
                 Err(PoolError::Backend(e))
             }
             Err(e @ OpenError::TimedOut(_)) => {
-                drop(slot);
+                slot.abandon();
                 self.connect_failed(e);
                 Err(PoolError::Timeout {
                     waited: started.elapsed(),

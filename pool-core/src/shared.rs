@@ -193,7 +193,7 @@ impl<M: ManageConnection> Shared<M> {
                 Some(Reservation {
                     shared: self.clone(),
                     index,
-                    filled: false,
+                    settled: false,
                 })
             }
             _ => None,
@@ -204,15 +204,20 @@ impl<M: ManageConnection> Shared<M> {
     /// uncounted, so the bound counts the closing connection until it is
     /// really gone.
     pub(crate) fn free_slot(self: &Arc<Self>, index: u16) {
-        self.slots.get(index).set(State::Free);
-        self.open.fetch_sub(1, Ordering::Relaxed);
-        let pushed = self.free.push(&self.slots.links, index);
-        debug_assert!(pushed.is_ok(), "the free list is never closed");
+        self.free_slot_quietly(index);
         if self.is_closed() {
             self.drained.notify_waiters();
         } else {
             self.request_connections();
         }
+    }
+
+    /// Gives a slot back without asking for a replacement connection.
+    fn free_slot_quietly(&self, index: u16) {
+        self.slots.get(index).set(State::Free);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        let pushed = self.free.push(&self.slots.links, index);
+        debug_assert!(pushed.is_ok(), "the free list is never closed");
     }
 
     /// Closes a connection the caller owns and frees its slot.
@@ -305,20 +310,27 @@ impl<M: ManageConnection> Shared<M> {
 pub(crate) struct Reservation<M: ManageConnection> {
     shared: Arc<Shared<M>>,
     index: u16,
-    filled: bool,
+    settled: bool,
 }
 
 impl<M: ManageConnection> Reservation<M> {
+    /// Gives the slot back after a failed connect that is reported to the
+    /// caller (`Pool::new`), without starting another connect for it.
+    pub(crate) fn abandon(mut self) {
+        self.settled = true;
+        self.shared.free_slot_quietly(self.index);
+    }
+
     /// Puts the new connection in service.
     pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
-        self.filled = true;
+        self.settled = true;
         self.shared.deliver(self.index, entry);
     }
 }
 
 impl<M: ManageConnection> Drop for Reservation<M> {
     fn drop(&mut self) {
-        if !self.filled {
+        if !self.settled {
             self.shared.free_slot(self.index);
         }
     }
