@@ -267,8 +267,6 @@ impl<M: ManageConnection> Shared<M> {
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats.acquire_wait.record(waited);
-        #[cfg(feature = "metrics")]
-        self.export.acquired(waited);
         self.hand_out(index, entry, now)
     }
 
