@@ -78,6 +78,16 @@ impl Histogram {
         }
     }
 
+    /// Counts `d` in its bucket only, without the sum and maximum: one
+    /// atomic add, for figures that are only ever exported as a
+    /// distribution.
+    #[cfg(feature = "metrics")]
+    #[inline]
+    pub(crate) fn record_bucket(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The bucket counts now, with each bucket's representative value in
     /// nanoseconds: for exporting the distribution in batches.
     #[cfg(feature = "metrics")]
