@@ -132,8 +132,10 @@ struct Inner<T> {
 /// The FIFO queue of waiting callers.
 pub(crate) struct WaiterQueue<T> {
     inner: Mutex<Inner<T>>,
-    /// Callers currently waiting (registered and not yet finished); read
-    /// without the lock for metrics and connection demand.
+    /// Callers queued and not yet served, closed or gone; read without the
+    /// lock for metrics and connection demand. Decremented by whoever ends
+    /// the wait (the handoff, the close, or the waiter giving up), under the
+    /// cell's lock, so each waiter is counted out exactly once.
     waiting: AtomicU32,
 }
 
@@ -202,6 +204,9 @@ impl<T> WaiterQueue<T> {
         while let Some(cell) = inner.cells.pop_front() {
             match cell.offer(value) {
                 Ok(()) => {
+                    // Served: no longer counted as waiting, so a connector
+                    // deciding whether to open another sees it at once.
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
                     if inner.cells.is_empty() {
                         stack.clear_waiters();
                         inner.gone = 0;
@@ -223,12 +228,15 @@ impl<T> WaiterQueue<T> {
     /// up before taking its handoff, returns what was handed to it (the
     /// caller passes it on) and sweeps gone cells.
     pub(crate) fn finish(&self, cell: &Arc<Cell<T>>, stack: &IndexStack) -> Option<T> {
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
         let still_queued = {
             let mut state = lock(&cell.state);
             match std::mem::replace(&mut *state, CellState::Gone) {
+                // Counted out by whoever handed it over.
                 CellState::Ready(v) => return Some(v),
-                CellState::Waiting(_) => true,
+                CellState::Waiting(_) => {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    true
+                }
                 // Already taken or closed: the cell left the queue.
                 CellState::PoolClosed | CellState::Gone => false,
             }
@@ -255,7 +263,10 @@ impl<T> WaiterQueue<T> {
             let waker = {
                 let mut state = lock(&cell.state);
                 match std::mem::replace(&mut *state, CellState::PoolClosed) {
-                    CellState::Waiting(w) => w,
+                    CellState::Waiting(w) => {
+                        self.waiting.fetch_sub(1, Ordering::SeqCst);
+                        w
+                    }
                     other => {
                         *state = other;
                         None

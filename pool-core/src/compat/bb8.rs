@@ -1,0 +1,126 @@
+//! [`Bb8Manager`]: runs any `bb8::ManageConnection` in this pool (feature
+//! `bb8`).
+//!
+//! bb8's manager trait is a subset of ours, so the mapping is one to one:
+//!
+//! | bb8 | this pool | when |
+//! |---|---|---|
+//! | `connect` | `connect` | opening a connection |
+//! | `is_valid` | `is_valid` | at checkout, when `validation_mode` is `IsValid` and the connection was idle longer than `validation_bypass` (bb8: when `test_on_check_out` is set, on every checkout) |
+//! | `has_broken` | `has_broken` | when a connection comes back |
+//! | — | `needs_reset` / `reset` | never: bb8 managers have no reset step |
+//!
+//! For bb8's `test_on_check_out(true)` behaviour, build the pool with
+//! `validation_bypass(Duration::ZERO)`; for `test_on_check_out(false)`, use
+//! `ValidationMode::None`.
+//!
+//! bb8's `CustomizeConnection::on_acquire` corresponds to this pool's
+//! `Hooks::after_connect`; its `ErrorSink` has no counterpart: errors reach
+//! the caller of `get()` inside `PoolError::Timeout`, and `tracing`.
+//!
+//! ```no_run
+//! use bb8_postgres::PostgresConnectionManager;
+//! use pool_core::compat::bb8::Bb8Manager;
+//! use pool_core::{Pool, PoolConfig};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let pg = PostgresConnectionManager::new_from_stringlike(
+//!     "postgres://postgres@127.0.0.1:5432/test",
+//!     tokio_postgres::NoTls,
+//! )?;
+//! let pool = Pool::new(Bb8Manager::new(pg), PoolConfig::default()).await?;
+//! let conn = pool.get().await?;
+//! conn.simple_query("SELECT 1").await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::error::Error;
+use std::fmt;
+
+use pool_api::{async_trait, ManageConnection};
+
+/// Runs the bb8 manager `M` in this pool; its connections are handed out
+/// unchanged.
+pub struct Bb8Manager<M> {
+    inner: M,
+}
+
+impl<M: bb8::ManageConnection> Bb8Manager<M> {
+    /// Wraps a bb8 manager.
+    pub fn new(manager: M) -> Self {
+        Self { inner: manager }
+    }
+
+    /// The wrapped manager.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// Unwraps the bb8 manager.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+}
+
+impl<M: fmt::Debug> fmt::Debug for Bb8Manager<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Bb8Manager").field(&self.inner).finish()
+    }
+}
+
+#[async_trait]
+impl<M> ManageConnection for Bb8Manager<M>
+where
+    M: bb8::ManageConnection,
+    M::Error: Sync,
+{
+    type Connection = M::Connection;
+    type Error = Bb8Error<M::Error>;
+
+    async fn connect(&self) -> Result<M::Connection, Self::Error> {
+        self.inner.connect().await.map_err(Bb8Error)
+    }
+
+    async fn is_valid(&self, conn: &mut M::Connection) -> Result<(), Self::Error> {
+        self.inner.is_valid(conn).await.map_err(Bb8Error)
+    }
+
+    fn has_broken(&self, conn: &mut M::Connection) -> bool {
+        self.inner.has_broken(conn)
+    }
+}
+
+/// An error from a bb8 manager.
+///
+/// bb8 only asks its managers' errors for `Debug`, not
+/// `std::error::Error`, so this wrapper cannot hand the cause to `source()`;
+/// its `Display` shows the cause's `Debug` form instead. Take the original
+/// back with [`into_inner`](Self::into_inner) or [`get_ref`](Self::get_ref).
+pub struct Bb8Error<E>(pub E);
+
+impl<E> Bb8Error<E> {
+    /// The bb8 manager's error.
+    pub fn get_ref(&self) -> &E {
+        &self.0
+    }
+
+    /// Unwraps the bb8 manager's error.
+    pub fn into_inner(self) -> E {
+        self.0
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for Bb8Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Bb8Error").field(&self.0).finish()
+    }
+}
+
+impl<E: fmt::Debug> fmt::Display for Bb8Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bb8 manager error: {:?}", self.0)
+    }
+}
+
+impl<E: fmt::Debug> Error for Bb8Error<E> {}

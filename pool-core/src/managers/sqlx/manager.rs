@@ -1,0 +1,197 @@
+//! [`SqlxManager`]: opens, checks and cleans sqlx connections for the pool.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use ::sqlx::Error;
+use async_trait::async_trait;
+
+use super::backend::SqlxConnection;
+use super::reset::{self, ResetMode};
+use crate::ManageConnection;
+
+/// Opens, checks and cleans sqlx connections of type `C`
+/// (`sqlx::PgConnection`, `sqlx::MySqlConnection` or
+/// `sqlx::SqliteConnection`).
+///
+/// - **connect**: `C::connect_with(options)`, i.e. the options' `connect()`;
+///   sqlx's statement cache (`statement_cache_capacity` in the options) lives
+///   as long as the connection and is never cleared by the pool.
+/// - **is_valid**: sqlx's `ping` (PostgreSQL: a `Sync` message; MySQL:
+///   `COM_PING`; SQLite: a round trip to the connection's worker thread).
+/// - **has_broken**: always `false`; sqlx 0.8 has no cheap way to tell a
+///   closed socket. A connection that died while idle fails validation at
+///   checkout; one that died with a reply pending fails its reset at return;
+///   either way the pool closes it.
+/// - **needs_reset** and **reset**: see [`ResetMode`] and the
+///   [module docs](super).
+///
+/// `Debug` shows where the options point (host, port, database, user, or
+/// the SQLite file) and never a password.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "sqlx-sqlite")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use pool_core::managers::sqlx::SqlxManager;
+/// use pool_core::{Pool, PoolConfig};
+/// use sqlx::{Connection, SqliteConnection};
+///
+/// let manager = SqlxManager::<SqliteConnection>::from_url("sqlite::memory:")?;
+/// let pool = Pool::new(manager, PoolConfig::builder().max_size(1).build()?).await?;
+///
+/// let mut conn = pool.get().await?;
+/// sqlx::query("CREATE TABLE t (x INTEGER)").execute(&mut *conn).await?;
+/// let mut tx = conn.begin().await?;
+/// sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await?;
+/// drop(tx); // never committed: rolled back
+/// drop(conn); // back to the pool, clean
+///
+/// let mut conn = pool.get().await?;
+/// let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&mut *conn).await?;
+/// assert_eq!(rows, 0);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "sqlx-sqlite"))]
+/// # fn main() {}
+/// ```
+///
+/// Built from options, `Debug` shows no password:
+///
+/// ```
+/// # #[cfg(feature = "sqlx-postgres")]
+/// # {
+/// use pool_core::managers::sqlx::SqlxManager;
+/// use sqlx::postgres::PgConnectOptions;
+///
+/// let options = PgConnectOptions::new()
+///     .host("db.internal")
+///     .username("app")
+///     .password("secret")
+///     .database("app");
+/// let manager = SqlxManager::<sqlx::PgConnection>::new(options);
+/// assert!(!format!("{manager:?}").contains("secret"));
+/// # }
+/// ```
+pub struct SqlxManager<C: SqlxConnection> {
+    options: C::Options,
+    reset_mode: ResetMode,
+    _connection: PhantomData<fn() -> C>,
+}
+
+impl<C: SqlxConnection> SqlxManager<C> {
+    /// Makes a manager that opens connections with these options, in
+    /// [`ResetMode::Tracked`].
+    pub fn new(options: C::Options) -> Self {
+        Self {
+            options,
+            reset_mode: ResetMode::default(),
+            _connection: PhantomData,
+        }
+    }
+
+    /// Makes a manager from a connection URL, parsed by the driver
+    /// (`postgres://`, `mysql://`, `sqlite:`), in [`ResetMode::Tracked`].
+    ///
+    /// # Errors
+    ///
+    /// The driver's parse error (`sqlx::Error::Configuration`) when the URL
+    /// is malformed, has another scheme, or carries an unknown or invalid
+    /// parameter. Nothing is connected here.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlx-sqlite")]
+    /// # fn demo() -> Result<(), sqlx::Error> {
+    /// use pool_core::managers::sqlx::SqlxManager;
+    ///
+    /// let manager = SqlxManager::<sqlx::SqliteConnection>::from_url("sqlite::memory:")?;
+    /// assert!(SqlxManager::<sqlx::SqliteConnection>::from_url("sqlite:x.db?mode=bogus").is_err());
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(feature = "sqlx-sqlite")]
+    /// # demo().unwrap();
+    /// ```
+    pub fn from_url(url: &str) -> Result<Self, Error> {
+        Ok(Self::new(url.parse()?))
+    }
+
+    /// Sets how much work is done to be sure a returned connection is not
+    /// inside a transaction. Defaults to [`ResetMode::Tracked`], which costs
+    /// nothing on a clean return.
+    #[must_use]
+    pub fn reset_mode(mut self, mode: ResetMode) -> Self {
+        self.reset_mode = mode;
+        self
+    }
+
+    /// The options connections are opened with. Mind that sqlx's own
+    /// `Debug` for them prints the password; this manager's does not.
+    pub fn connect_options(&self) -> &C::Options {
+        &self.options
+    }
+}
+
+impl<C: SqlxConnection> Clone for SqlxManager<C> {
+    fn clone(&self) -> Self {
+        Self {
+            options: self.options.clone(),
+            reset_mode: self.reset_mode,
+            _connection: PhantomData,
+        }
+    }
+}
+
+impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("SqlxManager");
+        C::describe(&self.options, &mut out);
+        out.field("reset_mode", &self.reset_mode).finish()
+    }
+}
+
+#[async_trait]
+impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
+    type Connection = C;
+    type Error = Error;
+
+    /// Opens a connection with the manager's options.
+    ///
+    /// # Errors
+    ///
+    /// Whatever sqlx's connect fails with: `sqlx::Error::Io` for an
+    /// unreachable server, `sqlx::Error::Database` for a refused login, `Tls`,
+    /// `Configuration`. None of them carries the password.
+    async fn connect(&self) -> Result<C, Error> {
+        C::connect_with(&self.options).await
+    }
+
+    /// Pings the server.
+    ///
+    /// # Errors
+    ///
+    /// The ping's error: the connection is unusable.
+    async fn is_valid(&self, conn: &mut C) -> Result<(), Error> {
+        conn.ping().await
+    }
+
+    /// See [`ResetMode`]: no I/O in [`ResetMode::Tracked`], `true` always in
+    /// [`ResetMode::Strict`].
+    fn needs_reset(&self, conn: &mut C) -> bool {
+        reset::needs_reset(self.reset_mode, conn)
+    }
+
+    /// Sends what is queued, rolls back every transaction level sqlx
+    /// tracks, and then whatever the server says is still open.
+    ///
+    /// # Errors
+    ///
+    /// Any error of those statements (the socket died, the server refused the
+    /// rollback); the pool then closes the connection.
+    async fn reset(&self, conn: &mut C) -> Result<(), Error> {
+        C::reset_transaction(conn).await
+    }
+}

@@ -1,0 +1,81 @@
+//! [`PostgresManager`]: pools `tokio_postgres` clients (feature `tokio-postgres`).
+//!
+//! The pool hands out a [`PgClient`], a thin wrapper that dereferences to
+//! [`tokio_postgres::Client`] and adds what a pooled client needs: transaction
+//! tracking for the reset on return ([`PgTransaction`]), a per-connection prepared-statement
+//! cache ([`PgClient::prepare_cached`]) and a query timeout that cancels the
+//! query on the server ([`PgClient::with_timeout`]).
+//!
+//! ```no_run
+//! use pool_core::managers::tokio_postgres::{PostgresManager, ResetMode};
+//! use pool_core::{Pool, PoolConfig};
+//! use tokio_postgres::NoTls;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let pg: tokio_postgres::Config = "postgres://postgres@127.0.0.1:5432/test".parse()?;
+//! let manager = PostgresManager::new(pg, NoTls).reset_mode(ResetMode::Rollback);
+//! let pool = Pool::new(manager, PoolConfig::builder().max_size(8).build()?).await?;
+//!
+//! let conn = pool.get().await?;
+//! let one: i32 = conn.query_one("SELECT 1", &[]).await?.get(0);
+//! assert_eq!(one, 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Reset on return, and what it costs
+//!
+//! `tokio_postgres` does not expose the server's transaction status. What it
+//! does is queue a `ROLLBACK` when a `Transaction` is dropped without
+//! commit, or when a `transaction()` call is cancelled after `START
+//! TRANSACTION` went out; that message reaches the server before anything
+//! the next user sends. What it cannot cover is a transaction that is never
+//! dropped (`mem::forget`) or one opened with raw SQL. So the pooled client
+//! tracks its own transactions: [`PgClient::transaction`] and
+//! [`PgClient::build_transaction`] return a [`PgTransaction`] that marks the
+//! connection dirty until it is committed or rolled back. The modes, set
+//! with [`PostgresManager::reset_mode`]:
+//!
+//! | [`ResetMode`] | statement sent on return | round trips per return |
+//! |---|---|---|
+//! | `None` | nothing | 0 |
+//! | `Rollback` (default) | `ROLLBACK`, only if a [`PgTransaction`] was left without `commit`/`rollback` (dropped, leaked, or its end failed or was cancelled) | 0 for a clean return or a finished transaction, 1 otherwise |
+//! | `RollbackAlways` | `ROLLBACK` | 1 on every return |
+//! | `Clean` | `ROLLBACK`, `CLOSE ALL`, `SET SESSION AUTHORIZATION DEFAULT`, `RESET ALL`, `UNLISTEN *`, `SELECT pg_advisory_unlock_all()`, `DISCARD TEMP`, `DISCARD SEQUENCES` in one simple query | 1 on every return, and the most server work |
+//!
+//! `Rollback` waits for the server's answer, so once the connection is idle
+//! in the pool it is known to be out of the transaction. A transaction
+//! opened with raw SQL (`batch_execute("BEGIN")`) is invisible to it: use
+//! `RollbackAlways` or `Clean` for code that does that. A reset that fails
+//! closes the connection. A `ROLLBACK` outside a transaction makes the
+//! server send a warning, which the connection task logs at `debug`.
+//!
+//! [`PgClient`] dereferences to `Client` immutably only: `Client`'s `&mut`
+//! methods are exactly the ones that start transactions, and going through
+//! the wrapper is what lets `Rollback` see them.
+//!
+//! # Abandoned queries
+//!
+//! A query whose future is dropped (a request timeout) keeps running on the
+//! server, and the next user of the connection waits behind it.
+//! [`PgClient::with_timeout`] runs a query under a time limit and, when the
+//! limit passes, sends the server-side cancel and marks the connection so
+//! that the pool closes it on return instead of handing it out again.
+//!
+//! # Notices and notifications
+//!
+//! The connection task logs server notices (`WARNING`, `NOTICE`) at `debug`
+//! level through `tracing` and connection errors at `warn`; `LISTEN`/`NOTIFY`
+//! notifications are not delivered to pooled clients (they are dropped and
+//! logged at `trace`).
+
+mod client;
+mod driver;
+mod manager;
+mod timeout;
+mod transaction;
+
+pub use client::PgClient;
+pub use manager::{PostgresManager, ResetMode};
+pub use timeout::QueryError;
+pub use transaction::{PgTransaction, PgTransactionBuilder};

@@ -1,0 +1,75 @@
+//! What [`PgClient::with_timeout`](super::PgClient::with_timeout) fails with.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// A query run under a time limit failed or ran out of time.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The query failed within the limit; the driver's error is the source.
+    Db(tokio_postgres::Error),
+    /// The limit passed; the cancel request was delivered to the server and
+    /// the connection will be closed when it returns to the pool.
+    TimedOut {
+        /// The limit that passed.
+        limit: Duration,
+    },
+    /// The limit passed and the cancel request could not be delivered
+    /// (`error` is `None` when it did not finish within the manager's
+    /// `cancel_timeout`); the query may still run on the server. The
+    /// connection will be closed when it returns to the pool, which ends the
+    /// query once the server notices the closed socket.
+    CancelFailed {
+        /// The limit that passed.
+        limit: Duration,
+        /// Why the cancel request failed, if it failed rather than hung.
+        error: Option<tokio_postgres::Error>,
+    },
+}
+
+impl QueryError {
+    /// Whether the limit passed (`TimedOut` or `CancelFailed`).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            QueryError::TimedOut { .. } | QueryError::CancelFailed { .. }
+        )
+    }
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Db(_) => f.write_str("query failed"),
+            QueryError::TimedOut { limit } => {
+                write!(f, "query did not finish within {limit:?} and was cancelled")
+            }
+            QueryError::CancelFailed { limit, error: None } => write!(
+                f,
+                "query did not finish within {limit:?}; the cancel request timed out"
+            ),
+            QueryError::CancelFailed { limit, .. } => write!(
+                f,
+                "query did not finish within {limit:?}; the cancel request failed"
+            ),
+        }
+    }
+}
+
+impl Error for QueryError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            QueryError::Db(e) => Some(e),
+            QueryError::CancelFailed { error: Some(e), .. } => Some(e),
+            QueryError::TimedOut { .. } | QueryError::CancelFailed { error: None, .. } => None,
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for QueryError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        QueryError::Db(e)
+    }
+}

@@ -1,0 +1,281 @@
+//! `Pool<SqlxManager<PgConnection>>` against a real PostgreSQL
+//! (`DATABASE_URL`): the bound holds under concurrent queries, and a
+//! connection given back inside a transaction is rolled back eagerly and
+//! never handed out still inside it.
+#![cfg(feature = "sqlx-postgres")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{bounded, database_url, unique_tag};
+use futures::FutureExt;
+use pool_core::managers::sqlx::{ResetMode, SqlxManager};
+use pool_core::{Pool, PoolConfig};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, Executor, PgConnection};
+
+type PgPool = Pool<SqlxManager<PgConnection>>;
+
+fn options() -> Option<PgConnectOptions> {
+    let url = database_url("DATABASE_URL")?;
+    Some(url.parse().expect("DATABASE_URL parses"))
+}
+
+/// A pool of one connection, so every checkout gets the same backend.
+async fn single(options: PgConnectOptions, mode: ResetMode) -> PgPool {
+    let config = PoolConfig::builder()
+        .name("pg-reset")
+        .max_size(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    Pool::new(SqlxManager::new(options).reset_mode(mode), config)
+        .await
+        .expect("PostgreSQL is reachable")
+}
+
+async fn backend_pid(conn: &mut PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// See `sqlx_postgres.rs`: `txid_current()` gives the transaction an id as a
+/// write would; only inside a transaction block does the next statement
+/// still see one.
+async fn runs_inside_open_transaction(conn: &mut PgConnection) -> bool {
+    conn.execute("SELECT txid_current()").await.unwrap();
+    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    xid.is_some()
+}
+
+async fn server_state(monitor: &mut PgConnection, pid: i32) -> String {
+    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
+        .bind(pid)
+        .fetch_one(monitor)
+        .await
+        .unwrap()
+}
+
+/// Waits (bounded) until the single connection is idle in the pool again,
+/// i.e. its reset has finished without anyone asking for it.
+async fn until_idle(pool: &PgPool) {
+    for _ in 0..500 {
+        if pool.metrics().idle == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "the connection did not come back idle: {:?}",
+        pool.metrics()
+    );
+}
+
+/// After a dirty return: the server holds no transaction for `pid` while
+/// the connection sits idle in the pool, and the next checkout gets the same
+/// backend outside any transaction.
+async fn assert_returned_clean(pool: &PgPool, monitor: &mut PgConnection, pid: i32) {
+    until_idle(pool).await;
+    assert_eq!(server_state(monitor, pid).await, "idle");
+    let mut conn = pool.get().await.unwrap();
+    assert_eq!(backend_pid(&mut conn).await, pid, "same backend reused");
+    assert!(!runs_inside_open_transaction(&mut conn).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_queries_stay_within_max_size() {
+    let Some(options) = options() else { return };
+    let app = unique_tag("pool-core-concurrency");
+    let options = options.application_name(&app);
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let config = PoolConfig::builder()
+            .name("pg-concurrency")
+            .max_size(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let pool = Pool::new(SqlxManager::<PgConnection>::new(options.clone()), config)
+            .await
+            .unwrap();
+
+        let tasks: Vec<_> = (0..32i64)
+            .map(|task| {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let mut sum = 0;
+                    for round in 0..10i64 {
+                        let mut conn = pool.get().await.unwrap();
+                        let m = pool.metrics();
+                        assert!(m.total <= m.max_size, "{m:?}");
+                        let echoed: i64 =
+                            sqlx::query_scalar("SELECT $1::int8 + 0 * pg_backend_pid()")
+                                .bind(task * 100 + round)
+                                .fetch_one(&mut *conn)
+                                .await
+                                .unwrap();
+                        sum += echoed;
+                    }
+                    sum
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        // Every query came back with its own argument.
+        let expected: i64 = (0..32i64)
+            .flat_map(|t| (0..10i64).map(move |r| t * 100 + r))
+            .sum();
+        assert_eq!(total, expected);
+
+        let m = pool.metrics();
+        assert!(m.total <= 4 && m.in_use == 0, "{m:?}");
+        let on_server: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+                .bind(&app)
+                .fetch_one(&mut monitor)
+                .await
+                .unwrap();
+        // The monitor shares the application name.
+        assert!(on_server - 1 <= 4, "{on_server} backends for a pool of 4");
+        pool.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dropped_transaction_is_rolled_back_on_return() {
+    let Some(options) = options() else { return };
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let pool = single(options, ResetMode::Tracked).await;
+        let mut conn = pool.get().await.unwrap();
+        let pid = backend_pid(&mut conn).await;
+        let mut tx = conn.begin().await.unwrap();
+        tx.execute("SELECT txid_current()").await.unwrap();
+        drop(tx);
+        drop(conn);
+        assert_returned_clean(&pool, &mut monitor, pid).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn begin_cancelled_on_a_busy_server_is_rolled_back_in_tracked_mode() {
+    let Some(options) = options() else { return };
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let pool = single(options, ResetMode::Tracked).await;
+        let mut conn = pool.get().await.unwrap();
+        let pid = backend_pid(&mut conn).await;
+        // One poll puts the BEGIN on the wire; the reply takes 300 ms.
+        let finished = conn
+            .begin_with("BEGIN; SELECT pg_sleep(0.3)")
+            .now_or_never()
+            .is_some();
+        assert!(!finished);
+        drop(conn);
+        assert_returned_clean(&pool, &mut monitor, pid).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
+    let Some(options) = options() else { return };
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let pool = single(options, ResetMode::Strict).await;
+        let pid = backend_pid(&mut pool.get().await.unwrap()).await;
+        for round in 0..30u64 {
+            match round % 3 {
+                0 => {
+                    let mut conn = pool.get().await.unwrap();
+                    let _ = conn.begin().now_or_never();
+                }
+                1 => {
+                    // Cancelled anywhere in checkout or BEGIN.
+                    let limit = Duration::from_micros(40 * round);
+                    let _ = tokio::time::timeout(limit, async {
+                        let mut conn = pool.get().await.unwrap();
+                        let _tx = conn.begin().await.unwrap();
+                        std::future::pending::<()>().await;
+                    })
+                    .await;
+                }
+                _ => {
+                    let mut conn = pool.get().await.unwrap();
+                    conn.execute("BEGIN").await.unwrap();
+                    conn.execute("SELECT txid_current()").await.unwrap();
+                }
+            }
+            assert_returned_clean(&pool, &mut monitor, pid).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn terminated_backends_are_not_reused_without_validation() {
+    let Some(options) = options() else { return };
+    let app = unique_tag("pool-core-terminate");
+    let options = options.application_name(&app);
+    bounded(async {
+        let mut monitor = PgConnection::connect_with(&options).await.unwrap();
+        let monitor_pid = backend_pid(&mut monitor).await;
+        let config = PoolConfig::builder()
+            .name("pg-terminate")
+            .max_size(3)
+            .validation_mode(pool_core::ValidationMode::None)
+            .acquire_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let pool = Pool::new(SqlxManager::<PgConnection>::new(options), config)
+            .await
+            .unwrap();
+        // Open all three, then kill their backends while they sit idle.
+        let held = futures::future::join_all((0..3).map(|_| pool.get())).await;
+        drop(held);
+        let killed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> $2) AS t",
+        )
+        .bind(&app)
+        .bind(monitor_pid)
+        .fetch_one(&mut monitor)
+        .await
+        .unwrap();
+        assert_eq!(killed, 3);
+
+        // Nothing checks a connection at checkout, so each dead one fails one
+        // query; coming back with its failure unread or its socket closed, it
+        // is reset, the reset fails, and the pool closes it.
+        let mut failures = 0;
+        for _ in 0..12 {
+            let mut conn = pool.get().await.unwrap();
+            if conn.execute("SELECT 1").await.is_err() {
+                failures += 1;
+            }
+        }
+        assert!(
+            failures <= 3,
+            "{failures} failed queries for 3 dead connections"
+        );
+        let m = pool.metrics();
+        assert!(
+            m.evictions.reset_failed + m.evictions.broken >= failures,
+            "{m:?}"
+        );
+        let mut conn = pool.get().await.unwrap();
+        conn.execute("SELECT 1").await.unwrap();
+    })
+    .await;
+}
