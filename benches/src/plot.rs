@@ -171,7 +171,7 @@ pub fn s3_waits(report: &Report, path: &Path) -> PlotResult {
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::MiddleRight)
             .draw()?;
     }
     root.present()?;
