@@ -351,8 +351,10 @@ impl Report {
             return;
         }
         md.push_str("\n### S7 HTTP service under wrk (one `SELECT 1` per request; latency µs)\n\n");
-        md.push_str("| connections | pool | requests/s | p50 | p99 | errors | ours / best peer (rps) |\n|---|---|---:|---:|---:|---:|---|\n");
-        for r in &self.s7 {
+        md.push_str("| family | connections | pool | requests/s | p50 | p99 | errors | ours / best peer of its family (rps) |\n|---|---|---|---:|---:|---:|---:|---|\n");
+        let mut rows: Vec<&HttpRow> = self.s7.iter().collect();
+        rows.sort_by_key(|r| r.connections);
+        for r in rows {
             let peer = best(
                 self.s7
                     .iter()
@@ -367,7 +369,8 @@ impl Report {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.0} | {:.0} | {} | {vs} |",
+                "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {vs} |",
+                r.family,
                 r.connections,
                 r.pool,
                 si(r.rps),

@@ -37,6 +37,8 @@ pub struct HttpSettings {
 /// One pool's service at one connection count.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpRow {
+    /// Driver family.
+    pub family: String,
     /// Contestant.
     pub pool: String,
     /// wrk connections.
@@ -194,6 +196,7 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
         for (connections, r) in results {
             rows.push(match r {
                 Ok((rps, p50, p99, errors)) => HttpRow {
+                    family: kind.family().to_owned(),
                     pool: kind.label().to_owned(),
                     connections,
                     rps,
@@ -203,6 +206,7 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
                     valid: errors == 0,
                 },
                 Err(e) => HttpRow {
+                    family: kind.family().to_owned(),
                     pool: kind.label().to_owned(),
                     connections,
                     rps: 0.0,
