@@ -31,7 +31,7 @@ enum Refused {
 /// handed to it, passes that connection on.
 struct WaitGuard<'a, M: ManageConnection> {
     shared: &'a Arc<Shared<M>>,
-    cell: Arc<Cell<Handoff<M::Connection>>>,
+    cell: crate::sync::Arc<Cell<Handoff<M::Connection>>>,
 }
 
 impl<M: ManageConnection> Drop for WaitGuard<'_, M> {
@@ -83,8 +83,10 @@ impl<M: ManageConnection> Shared<M> {
             Some(Some(h)) => Ok(h),
             Some(None) => Err(PoolError::Closed),
             None => {
+                // Built while still queued, so the counts include this caller.
+                let err = self.timeout_error(started, TimeoutPhase::Wait);
                 drop(guard);
-                Err(self.timeout_error(started, TimeoutPhase::Wait))
+                Err(err)
             }
         }
     }

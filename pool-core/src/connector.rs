@@ -141,32 +141,57 @@ impl<M: ManageConnection> Shared<M> {
         self.set_last_error(err);
     }
 
-    /// Opens the first connections of `Pool::new` in the caller, failing
-    /// fast.
+    /// Opens the first connections of `Pool::new` before it returns: one
+    /// first, failing fast, then the rest of `min_size`,
+    /// `max_concurrent_connects` at a time.
     pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
         let wanted = self.config.min_size().max(1);
-        for _ in 0..wanted {
-            let Some(slot) = self.reserve() else { break };
-            let started = Instant::now();
-            match self.open().await {
-                Ok(entry) => slot.fill(entry),
-                Err(OpenError::Backend(e)) => {
-                    Stats::bump(&self.stats.creation_errors);
-                    return Err(PoolError::Backend(e));
-                }
-                Err(e @ OpenError::TimedOut(_)) => {
-                    drop(slot);
-                    self.connect_failed(e);
-                    return Err(PoolError::Timeout {
-                        waited: started.elapsed(),
-                        phase: TimeoutPhase::Connect,
-                        state: self.state(),
-                        last_error: self.last_error(),
-                    });
+        self.open_one_initial().await?;
+        let mut left = wanted - 1;
+        while left > 0 {
+            let batch = left.min(self.config.max_concurrent_connects());
+            let mut opening = tokio::task::JoinSet::new();
+            for _ in 0..batch {
+                let shared = self.clone();
+                opening.spawn(async move { shared.open_one_initial().await });
+            }
+            while let Some(done) = opening.join_next().await {
+                match done {
+                    Ok(result) => result?,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => return Err(PoolError::Closed),
                 }
             }
+            left -= batch;
         }
         Ok(())
+    }
+
+    async fn open_one_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+        let Some(slot) = self.reserve() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        match self.open().await {
+            Ok(entry) => {
+                slot.fill(entry);
+                Ok(())
+            }
+            Err(OpenError::Backend(e)) => {
+                Stats::bump(&self.stats.creation_errors);
+                Err(PoolError::Backend(e))
+            }
+            Err(e @ OpenError::TimedOut(_)) => {
+                drop(slot);
+                self.connect_failed(e);
+                Err(PoolError::Timeout {
+                    waited: started.elapsed(),
+                    phase: TimeoutPhase::Connect,
+                    state: self.state(),
+                    last_error: self.last_error(),
+                })
+            }
+        }
     }
 }
 

@@ -105,7 +105,11 @@ impl<M: ManageConnection> Pool<M> {
         config: PoolConfig,
         hooks: Option<Box<dyn Hooks<M>>>,
     ) -> Result<Self, PoolError<M::Error>> {
-        let pool = Self::lazy(manager, config, hooks);
+        // No housekeeper yet: it would start refilling `min_size` alongside
+        // the initial connects.
+        let pool = Self {
+            shared: Arc::new(Shared::new(manager, config, hooks)),
+        };
         if let Err(e) = pool.shared.open_initial().await {
             pool.shared.close().await;
             return Err(e);

@@ -81,6 +81,7 @@ impl Histogram {
     }
 
     /// Values recorded as zero.
+    #[cfg(feature = "metrics")]
     pub(crate) fn zero_count(&self) -> u64 {
         self.buckets[0].load(Ordering::Relaxed)
     }
@@ -143,6 +144,7 @@ pub(crate) enum Reason {
 }
 
 impl Reason {
+    #[cfg(feature = "metrics")]
     pub(crate) const ALL: [Reason; 8] = [
         Reason::IdleTimeout,
         Reason::MaxLifetime,
@@ -154,7 +156,7 @@ impl Reason {
         Reason::Closed,
     ];
 
-    /// The `reason` label of the eviction counter.
+    /// The `reason` label of the eviction counter and of log lines.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Reason::IdleTimeout => "idle_timeout",

@@ -283,3 +283,178 @@ impl<T> WaiterQueue<T> {
         Wait { cell }
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Models of the handoff protocol: the real `IndexStack` and
+    //! `WaiterQueue`, driven the way `Shared::deliver` (return) and
+    //! `Shared::acquire` (checkout) drive them, with a node index standing in
+    //! for the connection.
+    use super::*;
+    use crate::index_stack::{Links, Popped, PushRefused, NIL};
+    use loom::thread;
+
+    struct Model {
+        stack: IndexStack,
+        links: Links,
+        queue: WaiterQueue<u16>,
+    }
+
+    enum Got {
+        Now(u16),
+        Queued(Arc<Cell<u16>>),
+    }
+
+    impl Model {
+        fn new(nodes: usize) -> Arc<Self> {
+            Arc::new(Self {
+                stack: IndexStack::new(),
+                links: Links::new(nodes),
+                queue: WaiterQueue::new(),
+            })
+        }
+
+        /// The return path: push, or hand to the longest waiter.
+        fn deliver(&self, index: u16) {
+            loop {
+                match self.stack.push(&self.links, index) {
+                    Ok(()) => return,
+                    Err(PushRefused::Closed) => panic!("never closed here"),
+                    Err(PushRefused::Waiters) => match self.queue.offer(&self.stack, index) {
+                        Ok(()) => return,
+                        Err(_) => continue,
+                    },
+                }
+            }
+        }
+
+        /// The checkout path: pop, else queue.
+        fn acquire(&self) -> Got {
+            match self.stack.pop(&self.links) {
+                Popped::Node(i) => Got::Now(i),
+                Popped::Empty | Popped::Waiters => {
+                    match self.queue.register(&self.stack, &self.links) {
+                        Registered::Queued(cell) => Got::Queued(cell),
+                        Registered::Node(i) => Got::Now(i),
+                        Registered::Closed => panic!("never closed here"),
+                    }
+                }
+                Popped::Closed => panic!("never closed here"),
+            }
+        }
+
+        /// A waiter giving up; whatever it was handed goes back.
+        fn cancel(&self, cell: &Arc<Cell<u16>>) {
+            if let Some(i) = self.queue.finish(cell, &self.stack) {
+                self.deliver(i);
+            }
+        }
+
+        fn idle(&self) -> Vec<u16> {
+            let mut out = vec![];
+            let mut i = self.stack.take_all();
+            while i != NIL {
+                out.push(i);
+                i = self.links.next(i);
+            }
+            out
+        }
+    }
+
+    /// A return racing a checkout that finds the stack empty: the checkout
+    /// always ends up with the connection, either popped or handed over;
+    /// never queued while the connection sits idle (a lost wake-up).
+    #[test]
+    fn release_during_acquire() {
+        loom::model(|| {
+            let m = Model::new(1);
+            let r = m.clone();
+            let releaser = thread::spawn(move || r.deliver(0));
+            let got = m.acquire();
+            releaser.join().unwrap();
+            match got {
+                Got::Now(i) => assert_eq!(i, 0),
+                Got::Queued(cell) => {
+                    assert_eq!(cell.try_take(), Some(0), "queued while the node went idle");
+                    m.queue.finish(&cell, &m.stack);
+                }
+            }
+            assert!(m.idle().is_empty());
+            assert_eq!(m.queue.waiting(), 0);
+        });
+    }
+
+    /// A return racing a waiter that gives up ("poll once, then drop"): the
+    /// connection ends up idle exactly once and nobody is left counted as
+    /// waiting; later returns push again (the WAITERS bit was cleared).
+    #[test]
+    fn concurrent_cancel() {
+        loom::model(|| {
+            let m = Model::new(1);
+            let Got::Queued(cell) = m.acquire() else {
+                panic!("the stack starts empty")
+            };
+            let r = m.clone();
+            let releaser = thread::spawn(move || r.deliver(0));
+            m.cancel(&cell);
+            releaser.join().unwrap();
+            assert_eq!(m.idle(), [0]);
+            assert_eq!(m.queue.waiting(), 0);
+            m.stack.push(&m.links, 0).expect("WAITERS left set");
+        });
+    }
+
+    /// Two queued waiters, the second giving up while a connection comes
+    /// back: the first (longest) waiter is served, and nothing is lost.
+    #[test]
+    fn first_waiter_served_while_second_cancels() {
+        loom::model(|| {
+            let m = Model::new(1);
+            let (Got::Queued(first), Got::Queued(second)) = (m.acquire(), m.acquire()) else {
+                panic!("the stack starts empty")
+            };
+            let r = m.clone();
+            let releaser = thread::spawn(move || r.deliver(0));
+            m.cancel(&second);
+            releaser.join().unwrap();
+            assert_eq!(first.try_take(), Some(0), "the longest waiter goes first");
+            m.queue.finish(&first, &m.stack);
+            assert!(m.idle().is_empty());
+            assert_eq!(m.queue.waiting(), 0);
+        });
+    }
+
+    /// Two returns racing two checkouts over two connections: each checkout
+    /// gets exactly one connection and none is duplicated or lost.
+    #[test]
+    fn two_returns_two_checkouts() {
+        loom::model(|| {
+            let m = Model::new(2);
+            let r = m.clone();
+            let releaser = thread::spawn(move || {
+                r.deliver(0);
+                r.deliver(1);
+            });
+            let a = m.acquire();
+            releaser.join().unwrap();
+            let b = m.acquire();
+            let mut held = vec![];
+            for g in [a, b] {
+                match g {
+                    Got::Now(i) => held.push(i),
+                    Got::Queued(cell) => {
+                        if let Some(i) = cell.try_take() {
+                            held.push(i);
+                        }
+                        m.cancel(&cell);
+                    }
+                }
+            }
+            let mut all = held.clone();
+            all.extend(m.idle());
+            all.sort_unstable();
+            assert_eq!(all, [0, 1], "held {held:?}");
+            assert_eq!(held.len(), 2, "both checkouts were served");
+        });
+    }
+}

@@ -14,7 +14,10 @@ use support::{assert_consistent, config, Mock};
 async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
     let mock = Mock::default();
     mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
-    let pool = Pool::new_lazy(mock.clone(), config(8).max_concurrent_connects(4).build().unwrap());
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(8).max_concurrent_connects(4).build().unwrap(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (pool, stop) = (pool.clone(), stop.clone());
@@ -59,7 +62,11 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
     }
     stop.store(true, Ordering::SeqCst);
     assert!(watcher.await.unwrap() > 0);
-    assert!(mock.script.max_alive() <= 8, "max alive {}", mock.script.max_alive());
+    assert!(
+        mock.script.max_alive() <= 8,
+        "max alive {}",
+        mock.script.max_alive()
+    );
     let m = pool.metrics();
     assert_consistent(&m);
     assert_eq!(m.in_use, 0);

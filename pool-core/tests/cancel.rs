@@ -25,7 +25,11 @@ async fn assert_no_slot_lost(pool: &Pool<Mock>, mock: &Mock, max: u32) {
     assert_eq!(i64::from(m.total), mock.script.alive(), "{m:?}");
     let mut held = Vec::new();
     for _ in 0..max {
-        held.push(pool.get_timeout(Duration::from_secs(5)).await.expect("a slot was lost"));
+        held.push(
+            pool.get_timeout(Duration::from_secs(5))
+                .await
+                .expect("a slot was lost"),
+        );
     }
     assert_eq!(pool.metrics().in_use, max);
     assert!(mock.script.max_alive() <= i64::from(max));
@@ -36,7 +40,10 @@ async fn thousands_of_random_timeouts_and_selects_lose_nothing() {
     let mock = Mock::default();
     mock.script.connect_delay_ms.store(2, Ordering::SeqCst);
     let max = 4;
-    let pool = Pool::new_lazy(mock.clone(), config(max).max_concurrent_connects(2).build().unwrap());
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(max).max_concurrent_connects(2).build().unwrap(),
+    );
     let mut tasks = Vec::new();
     for t in 0..32u64 {
         let pool = pool.clone();

@@ -40,11 +40,17 @@ async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
     assert!(matches!(pool.get().await, Err(PoolError::Closed)));
     assert!(pool.try_get().is_none());
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(!closing.is_finished(), "close returned while connections were in use");
+    assert!(
+        !closing.is_finished(),
+        "close returned while connections were in use"
+    );
     assert_eq!(mock.script.alive(), 2);
     drop(a);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(!closing.is_finished(), "close returned while a connection was in use");
+    assert!(
+        !closing.is_finished(),
+        "close returned while a connection was in use"
+    );
     drop(waiter_conn);
     closing.await.unwrap();
     assert_eq!(mock.script.alive(), 0);

@@ -12,7 +12,9 @@ use support::{config, Mock};
 #[tokio::test]
 async fn new_opens_min_size_or_one() {
     let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(4).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(4).build().unwrap())
+        .await
+        .unwrap();
     assert_eq!(pool.metrics().idle, 1);
     let mock2 = Mock::default();
     let pool2 = Pool::new(mock2.clone(), config(4).min_size(3).build().unwrap())
@@ -31,8 +33,14 @@ async fn new_fails_fast_on_an_unreachable_database() {
     let err = Pool::new(mock.clone(), config(4).build().unwrap())
         .await
         .unwrap_err();
-    assert!(matches!(&err, PoolError::Backend(e) if e.0 == "connection refused"), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "it should not wait for acquire_timeout");
+    assert!(
+        matches!(&err, PoolError::Backend(e) if e.0 == "connection refused"),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "it should not wait for acquire_timeout"
+    );
     assert_eq!(mock.script.alive(), 0);
 }
 
@@ -42,7 +50,10 @@ async fn new_reports_a_connect_timeout_as_such() {
     mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
     let err = Pool::new(
         mock.clone(),
-        config(4).connect_timeout(Duration::from_millis(100)).build().unwrap(),
+        config(4)
+            .connect_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap(),
     )
     .await
     .unwrap_err();
@@ -72,7 +83,10 @@ async fn new_lazy_opens_nothing_until_needed() {
 fn new_lazy_outside_a_runtime_does_not_panic() {
     let pool = Pool::new_lazy(Mock::default(), config(1).build().unwrap());
     assert!(pool.try_get().is_none());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let conn = rt.block_on(pool.get()).unwrap();
     drop(conn);
     assert_eq!(pool.metrics().idle, 1);

@@ -9,10 +9,11 @@ use std::time::Duration;
 use pool_core::Pool;
 use support::{config, until, Mock};
 
-
 #[tokio::test]
 async fn waiters_are_served_in_arrival_order() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let held = pool.get().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -36,7 +37,9 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test]
 async fn a_newcomer_does_not_overtake_a_waiter() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let held = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -55,7 +58,9 @@ async fn a_newcomer_does_not_overtake_a_waiter() {
 /// by the handoff sees no time pass at all.
 #[tokio::test(start_paused = true)]
 async fn handoff_wakes_the_waiter_without_polling() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let held = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -71,4 +76,3 @@ async fn handoff_wakes_the_waiter_without_polling() {
     let (woke_at, _) = waiter.await.unwrap();
     assert_eq!(woke_at - released_at, Duration::ZERO);
 }
-

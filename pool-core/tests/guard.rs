@@ -9,20 +9,28 @@ use support::{config, Mock};
 #[tokio::test]
 async fn discard_closes_and_frees_the_slot() {
     let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.discard();
     assert_eq!(mock.script.alive(), 0);
     let m = pool.metrics();
     assert_eq!((m.total, m.in_use, m.evictions.closed), (0, 0, 1));
-    assert_ne!(pool.get().await.unwrap().id, id, "a new connection is opened");
+    assert_ne!(
+        pool.get().await.unwrap().id,
+        id,
+        "a new connection is opened"
+    );
 }
 
 #[tokio::test]
 async fn detach_takes_the_connection_and_frees_the_slot() {
     let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let conn = pool.get().await.unwrap();
     let raw = conn.detach();
     assert_eq!(mock.script.alive(), 1, "the detached connection stays open");
@@ -36,7 +44,9 @@ async fn detach_takes_the_connection_and_frees_the_slot() {
 
 #[tokio::test]
 async fn discard_serves_a_waiter_with_a_new_connection() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let conn = pool.get().await.unwrap();
     let old = conn.id;
     let waiter = {

@@ -15,7 +15,10 @@ async fn sequential_load_reuses_one_hot_connection() {
     let first = pool.get().await.unwrap().id;
     for _ in 0..200 {
         let conn = pool.get().await.unwrap();
-        assert_eq!(conn.id, first, "a sequential load must keep using the same connection");
+        assert_eq!(
+            conn.id, first,
+            "a sequential load must keep using the same connection"
+        );
     }
     assert_eq!(mock.script.connects(), 5);
 }

@@ -7,7 +7,9 @@ use support::{config, Mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panic_while_holding_returns_the_slot() {
-    let pool = Pool::new(Mock::default(), config(2).build().unwrap()).await.unwrap();
+    let pool = Pool::new(Mock::default(), config(2).build().unwrap())
+        .await
+        .unwrap();
     for _ in 0..10 {
         let p = pool.clone();
         let r = tokio::spawn(async move {
@@ -27,8 +29,13 @@ async fn panic_while_holding_returns_the_slot() {
 
 #[test]
 fn panic_on_a_plain_thread_returns_the_slot() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let pool = rt.block_on(Pool::new(Mock::default(), config(1).build().unwrap())).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pool = rt
+        .block_on(Pool::new(Mock::default(), config(1).build().unwrap()))
+        .unwrap();
     let conn = rt.block_on(pool.get()).unwrap();
     // Dropped by unwinding on another thread, outside the runtime.
     let r = std::thread::spawn(move || {

@@ -22,7 +22,9 @@ async fn settle(pool: &Pool<Mock>) {
 #[tokio::test]
 async fn broken_return_is_closed() {
     let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(2).build().unwrap())
+        .await
+        .unwrap();
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.broken = true;
@@ -37,7 +39,9 @@ async fn broken_return_is_closed() {
 async fn dirty_return_is_reset_eagerly_before_reuse() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(5, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.dirty = true;
@@ -57,7 +61,9 @@ async fn dirty_return_is_reset_eagerly_before_reuse() {
 async fn a_waiter_gets_the_connection_only_after_its_reset() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(10, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let mut conn = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -69,14 +75,19 @@ async fn a_waiter_gets_the_connection_only_after_its_reset() {
     support::until(|| pool.metrics().waiting > 0).await;
     conn.dirty = true;
     drop(conn);
-    assert!(!waiter.await.unwrap(), "the waiter was handed a dirty connection");
+    assert!(
+        !waiter.await.unwrap(),
+        "the waiter was handed a dirty connection"
+    );
 }
 
 #[tokio::test]
 async fn failed_reset_closes_the_connection() {
     let mock = Mock::default();
     mock.script.set(&mock.script.fail_reset, true);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap()).await.unwrap();
+    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
+        .await
+        .unwrap();
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.dirty = true;
@@ -101,7 +112,10 @@ async fn reset_that_hangs_is_cut_off_by_validation_timeout() {
     mock.script.reset_delay_ms.store(60_000, Ordering::SeqCst);
     let pool = Pool::new(
         mock.clone(),
-        config(1).validation_timeout(Duration::from_millis(100)).build().unwrap(),
+        config(1)
+            .validation_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap(),
     )
     .await
     .unwrap();
@@ -116,8 +130,13 @@ async fn reset_that_hangs_is_cut_off_by_validation_timeout() {
 #[test]
 fn dirty_return_outside_a_runtime_is_closed_not_lost() {
     let mock = Mock::default();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let pool = rt.block_on(Pool::new(mock.clone(), config(1).build().unwrap())).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pool = rt
+        .block_on(Pool::new(mock.clone(), config(1).build().unwrap()))
+        .unwrap();
     let mut conn = rt.block_on(pool.get()).unwrap();
     conn.dirty = true;
     drop(conn); // no runtime entered here: no task can run the reset
