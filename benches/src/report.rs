@@ -358,7 +358,9 @@ impl Report {
             let peer = best(
                 self.s7
                     .iter()
-                    .filter(|o| o.connections == r.connections && is_peer(&o.pool))
+                    .filter(|o| {
+                        o.family == r.family && o.connections == r.connections && is_peer(&o.pool)
+                    })
                     .map(|o| (o.rps, o.valid)),
                 true,
             );
@@ -391,4 +393,51 @@ fn unique<T: PartialEq + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(family: &str, pool: &str, rps: f64) -> HttpRow {
+        HttpRow {
+            family: family.to_owned(),
+            pool: pool.to_owned(),
+            connections: 16,
+            rps,
+            latency_us: [1.0, 2.0],
+            errors: 0,
+            note: None,
+            valid: true,
+        }
+    }
+
+    #[test]
+    fn s7_ratio_is_within_the_family() {
+        let report = Report {
+            s7: vec![
+                http("tokio-postgres", "ours (tokio-postgres)", 200.0),
+                http("tokio-postgres", "deadpool-postgres", 400.0),
+                http("sqlx", "ours (sqlx)", 300.0),
+                http("sqlx", "sqlx PgPool", 150.0),
+            ],
+            ..Report::default()
+        };
+        let md = report.markdown();
+        assert!(md.contains("| 0.50× |"), "{md}");
+        assert!(md.contains("| 2.00× |"), "{md}");
+    }
+
+    #[test]
+    fn invalid_peers_are_never_best() {
+        assert_eq!(
+            best([(5.0, false), (3.0, true)].into_iter(), true),
+            Some(3.0)
+        );
+        assert_eq!(best([(5.0, false)].into_iter(), true), None);
+        assert_eq!(
+            best([(5.0, true), (3.0, true)].into_iter(), false),
+            Some(3.0)
+        );
+    }
 }

@@ -98,6 +98,7 @@ fn quick_scenarios_run_and_report() {
                 validate: vec![false],
                 duration: Duration::from_millis(50),
                 grace: Duration::from_secs(2),
+                repeats: 1,
             },
         );
         assert!(report.s5.iter().all(|r| r.errors == 0), "{:?}", report.s5);
@@ -109,6 +110,7 @@ fn quick_scenarios_run_and_report() {
                     pool_size: 4,
                     connections: vec![4],
                     seconds: 1,
+                    repeats: 1,
                 },
             );
             assert!(report.s7.iter().all(|r| r.valid), "{:?}", report.s7);

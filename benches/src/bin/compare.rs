@@ -129,7 +129,7 @@ fn main() {
         let s = LoadSettings {
             pool_sizes: vec![4, 16],
             tasks: vec![4, 16, 64, 256, 1024],
-            duration: secs(0.4, 0.1),
+            duration: secs(0.3, 0.1),
             grace: secs(1.0, 0.5),
             repeats,
             record: false,
@@ -194,8 +194,9 @@ fn main() {
             pool_size: 16,
             tasks: vec![16, 256],
             validate: vec![false, true],
-            duration: secs(1.5, 0.3),
+            duration: secs(1.0, 0.3),
             grace: Duration::from_secs(3),
+            repeats,
         };
         report.s5 = db::run(&DbKind::ALL, &s);
     }
@@ -206,7 +207,8 @@ fn main() {
                 url: args.db.clone(),
                 pool_size: 16,
                 connections: if q { vec![16] } else { vec![16, 128] },
-                seconds: if q { 1 } else { 3 },
+                seconds: if q { 1 } else { 2 },
+                repeats: if q { 1 } else { 2 },
             };
             report.s7 = http::run(&DbKind::ALL, &s);
         } else {

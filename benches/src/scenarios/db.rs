@@ -11,7 +11,7 @@ use crate::contestant::Contestant;
 use crate::pools::pg::{DbSpec, Select1};
 use crate::runner::{multi_thread, run_load, LoadSpec, Query};
 use crate::scenarios::spike::prewarm;
-use crate::stats::{self, FAIR_ENOUGH};
+use crate::stats::{self, median, FAIR_ENOUGH};
 
 /// The database contestants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,6 +110,8 @@ pub struct DbSettings {
     pub duration: Duration,
     /// Watchdog after the stop.
     pub grace: Duration,
+    /// Repeats of every point (medians reported).
+    pub repeats: usize,
 }
 
 /// One database contestant at one point.
@@ -125,7 +127,8 @@ pub struct DbRow {
     pub validate: bool,
     /// Queries per second.
     pub qps: f64,
-    /// Latency of get + query, p50 / p99 / max in µs.
+    /// Latency of get + query, p50 / p99 / max in µs (medians of the
+    /// repeats).
     pub latency_us: [f64; 3],
     /// Jain's index of per-task counts.
     pub jain: f64,
@@ -206,54 +209,69 @@ pub fn reachable(url: &str) -> Result<(), String> {
     })
 }
 
-/// S5 for every contestant in `kinds`.
+/// One run of one contestant on a fresh 2-worker runtime and pool.
+fn run_once(kind: DbKind, spec: &DbSpec, tasks: usize, s: &DbSettings) -> Measured {
+    let rt = multi_thread(2);
+    let got = rt.block_on(async {
+        with_db_pool!(kind, spec, |pool| {
+            let m = measure(&pool, tasks, s).await;
+            if !m.stuck {
+                pool.shutdown().await;
+            }
+            m
+        })
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    got.unwrap_or_else(|e| Measured {
+        qps: 0.0,
+        latency_us: [0.0; 3],
+        jain: 0.0,
+        errors: 1,
+        first_error: Some(e),
+        stuck: false,
+    })
+}
+
+/// S5 for every contestant in `kinds`: each point `repeats` times,
+/// interleaved across contestants; medians of qps and of each latency
+/// figure, the worst Jain, errors summed.
 pub fn run(kinds: &[DbKind], s: &DbSettings) -> Vec<DbRow> {
     let mut rows = Vec::new();
     for &validate in &s.validate {
         for &tasks in &s.tasks {
-            for &kind in kinds {
-                let spec = DbSpec {
-                    url: s.url.clone(),
-                    max_size: s.pool_size,
+            let spec = DbSpec {
+                url: s.url.clone(),
+                max_size: s.pool_size,
+                validate,
+                acquire_timeout: Duration::from_secs(30),
+            };
+            let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); kinds.len()];
+            for _ in 0..s.repeats.max(1) {
+                for (i, &kind) in kinds.iter().enumerate() {
+                    runs[i].push(run_once(kind, &spec, tasks, s));
+                }
+            }
+            for (&kind, ms) in kinds.iter().zip(runs) {
+                let pick =
+                    |f: &dyn Fn(&Measured) -> f64| median(&ms.iter().map(f).collect::<Vec<_>>());
+                let jain = ms.iter().map(|m| m.jain).fold(f64::INFINITY, f64::min);
+                let errors = ms.iter().map(|m| m.errors).sum();
+                let stuck = ms.iter().any(|m| m.stuck);
+                rows.push(DbRow {
+                    family: kind.family().to_owned(),
+                    pool: kind.label().to_owned(),
+                    tasks,
                     validate,
-                    acquire_timeout: Duration::from_secs(30),
-                };
-                let rt = multi_thread(2);
-                let got = rt.block_on(async {
-                    with_db_pool!(kind, &spec, |pool| {
-                        let m = measure(&pool, tasks, s).await;
-                        if !m.stuck {
-                            pool.shutdown().await;
-                        }
-                        m
-                    })
-                });
-                rt.shutdown_timeout(Duration::from_secs(2));
-                rows.push(match got {
-                    Ok(m) => DbRow {
-                        family: kind.family().to_owned(),
-                        pool: kind.label().to_owned(),
-                        tasks,
-                        validate,
-                        qps: m.qps,
-                        latency_us: m.latency_us,
-                        jain: m.jain,
-                        errors: m.errors,
-                        valid: !m.stuck && m.errors == 0 && m.jain >= FAIR_ENOUGH,
-                        first_error: m.first_error,
-                    },
-                    Err(e) => DbRow {
-                        family: kind.family().to_owned(),
-                        pool: kind.label().to_owned(),
-                        tasks,
-                        validate,
-                        qps: 0.0,
-                        latency_us: [0.0; 3],
-                        jain: 0.0,
-                        errors: 1,
-                        first_error: Some(e),
-                        valid: false,
-                    },
+                    qps: pick(&|m| m.qps),
+                    latency_us: [
+                        pick(&|m| m.latency_us[0]),
+                        pick(&|m| m.latency_us[1]),
+                        pick(&|m| m.latency_us[2]),
+                    ],
+                    jain,
+                    errors,
+                    valid: !stuck && errors == 0 && jain >= FAIR_ENOUGH,
+                    first_error: ms.iter().find_map(|m| m.first_error.clone()),
                 });
             }
         }

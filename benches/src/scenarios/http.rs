@@ -19,6 +19,7 @@ use crate::pools::pg::{DbSpec, Select1};
 use crate::runner::multi_thread;
 use crate::scenarios::db::DbKind;
 use crate::scenarios::spike::prewarm;
+use crate::stats::median;
 use crate::with_db_pool;
 
 /// Counts and bounds of S7.
@@ -32,6 +33,8 @@ pub struct HttpSettings {
     pub connections: Vec<u32>,
     /// `wrk -d`, whole seconds.
     pub seconds: u32,
+    /// Rounds over all pools (medians reported).
+    pub repeats: usize,
 }
 
 /// One pool's service at one connection count.
@@ -79,8 +82,21 @@ pub fn wrk_available() -> bool {
         .is_ok()
 }
 
-/// Parses wrk's `--latency` output: (rps, p50 µs, p99 µs, errors).
-pub fn parse_wrk(out: &str) -> Option<(f64, f64, f64, u64)> {
+/// What wrk reports for one load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WrkFigures {
+    /// Requests per second.
+    pub rps: f64,
+    /// Latency p50, µs.
+    pub p50_us: f64,
+    /// Latency p99, µs.
+    pub p99_us: f64,
+    /// Non-2xx responses plus socket errors.
+    pub errors: u64,
+}
+
+/// Parses wrk's `--latency` output.
+pub fn parse_wrk(out: &str) -> Option<WrkFigures> {
     let mut rps = None;
     let (mut p50, mut p99, mut errors) = (None, None, 0u64);
     for line in out.lines().map(str::trim) {
@@ -100,7 +116,12 @@ pub fn parse_wrk(out: &str) -> Option<(f64, f64, f64, u64)> {
                 .sum::<u64>();
         }
     }
-    Some((rps?, p50?, p99?, errors))
+    Some(WrkFigures {
+        rps: rps?,
+        p50_us: p50?,
+        p99_us: p99?,
+        errors,
+    })
 }
 
 /// "1.23ms" / "850.00us" / "2.01s" → µs.
@@ -117,7 +138,7 @@ fn parse_duration_us(v: &str) -> Option<f64> {
     })
 }
 
-async fn load(port: u16, connections: u32, seconds: u32) -> Result<(f64, f64, f64, u64), String> {
+async fn load(port: u16, connections: u32, seconds: u32) -> Result<WrkFigures, String> {
     let url = format!("http://127.0.0.1:{port}/");
     let child = tokio::process::Command::new("wrk")
         .args(["-t1", "--latency", "--timeout", "5s"])
@@ -135,10 +156,7 @@ async fn load(port: u16, connections: u32, seconds: u32) -> Result<(f64, f64, f6
     parse_wrk(&text).ok_or_else(|| format!("unreadable wrk output: {text}"))
 }
 
-async fn serve_and_load<P>(
-    pool: P,
-    s: &HttpSettings,
-) -> Vec<(u32, Result<(f64, f64, f64, u64), String>)>
+async fn serve_and_load<P>(pool: P, s: &HttpSettings) -> Loaded
 where
     P: Contestant,
     P::Conn: Select1,
@@ -177,44 +195,60 @@ where
     results
 }
 
-/// S7 for every contestant in `kinds`.
+/// Per connection count, wrk's figures or what went wrong; connection count
+/// 0 stands for every count (the service could not start).
+type Loaded = Vec<(u32, Result<WrkFigures, String>)>;
+
+/// One service per pool: build, serve, load at every connection count.
+fn run_once(kind: DbKind, s: &HttpSettings) -> Loaded {
+    let spec = DbSpec {
+        url: s.url.clone(),
+        max_size: s.pool_size,
+        validate: false,
+        acquire_timeout: Duration::from_secs(30),
+    };
+    let rt = multi_thread(2);
+    let got =
+        rt.block_on(async { with_db_pool!(kind, &spec, |pool| serve_and_load(pool, s).await) });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    got.unwrap_or_else(|e| s.connections.iter().map(|&c| (c, Err(e.clone()))).collect())
+}
+
+/// S7 for every contestant in `kinds`: `repeats` rounds, interleaved across
+/// pools; medians of rps and latency, errors summed.
 pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
+    let mut runs: Vec<Vec<Loaded>> = vec![Vec::new(); kinds.len()];
+    for _ in 0..s.repeats.max(1) {
+        for (i, &kind) in kinds.iter().enumerate() {
+            runs[i].push(run_once(kind, s));
+        }
+    }
     let mut rows = Vec::new();
-    for &kind in kinds {
-        let spec = DbSpec {
-            url: s.url.clone(),
-            max_size: s.pool_size,
-            validate: false,
-            acquire_timeout: Duration::from_secs(30),
-        };
-        let rt = multi_thread(2);
-        let got =
-            rt.block_on(async { with_db_pool!(kind, &spec, |pool| serve_and_load(pool, s).await) });
-        rt.shutdown_timeout(Duration::from_secs(2));
-        let results =
-            got.unwrap_or_else(|e| s.connections.iter().map(|&c| (c, Err(e.clone()))).collect());
-        for (connections, r) in results {
-            rows.push(match r {
-                Ok((rps, p50, p99, errors)) => HttpRow {
-                    family: kind.family().to_owned(),
-                    pool: kind.label().to_owned(),
-                    connections,
-                    rps,
-                    latency_us: [p50, p99],
-                    errors,
-                    note: None,
-                    valid: errors == 0,
+    for (&kind, rounds) in kinds.iter().zip(runs) {
+        for &connections in &s.connections {
+            let got: Vec<&Result<WrkFigures, String>> = rounds
+                .iter()
+                .flat_map(|round| round.iter().filter(|(c, _)| *c == connections || *c == 0))
+                .map(|(_, r)| r)
+                .collect();
+            let ok: Vec<&WrkFigures> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+            let note = got.iter().find_map(|r| r.as_ref().err().cloned());
+            let pick =
+                |f: fn(&WrkFigures) -> f64| median(&ok.iter().map(|x| f(x)).collect::<Vec<_>>());
+            let errors = ok.iter().map(|x| x.errors).sum::<u64>() + (got.len() - ok.len()) as u64;
+            rows.push(HttpRow {
+                family: kind.family().to_owned(),
+                pool: kind.label().to_owned(),
+                connections,
+                rps: if ok.is_empty() { 0.0 } else { pick(|x| x.rps) },
+                latency_us: if ok.is_empty() {
+                    [0.0; 2]
+                } else {
+                    [pick(|x| x.p50_us), pick(|x| x.p99_us)]
                 },
-                Err(e) => HttpRow {
-                    family: kind.family().to_owned(),
-                    pool: kind.label().to_owned(),
-                    connections,
-                    rps: 0.0,
-                    latency_us: [0.0; 2],
-                    errors: 1,
-                    note: Some(e),
-                    valid: false,
-                },
+                errors,
+                valid: errors == 0 && !ok.is_empty(),
+                note,
             });
         }
     }
@@ -228,10 +262,10 @@ mod tests {
     #[test]
     fn reads_wrk_output() {
         let out = "Running 1s test @ http://127.0.0.1:1/\n  Latency Distribution\n     50%  410.00us\n     75%  1.00ms\n     90%    1.20ms\n     99%    2.50ms\n  1000 requests in 1.00s, 100KB read\n  Socket errors: connect 0, read 2, write 0, timeout 1\nRequests/sec:   9876.54\n";
-        let (rps, p50, p99, errors) = parse_wrk(out).expect("parses");
-        assert_eq!(rps, 9876.54);
-        assert_eq!(p50, 410.0);
-        assert_eq!(p99, 2500.0);
-        assert_eq!(errors, 3);
+        let w = parse_wrk(out).expect("parses");
+        assert_eq!(w.rps, 9876.54);
+        assert_eq!(w.p50_us, 410.0);
+        assert_eq!(w.p99_us, 2500.0);
+        assert_eq!(w.errors, 3);
     }
 }
