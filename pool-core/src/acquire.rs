@@ -10,14 +10,24 @@ use std::time::Duration;
 use pool_api::{ConnectionInfo, ManageConnection, PoolError, TimeoutPhase, ValidationMode};
 use tokio::time::Instant;
 
+use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::index_stack::Popped;
 use crate::shared::Shared;
 use crate::slots::Handoff;
 use crate::stats::Reason;
 use crate::waiters::{Cell, Registered};
 use std::sync::Arc;
+
+/// What the synchronous fast path found.
+enum Fast<M: ManageConnection> {
+    /// Handed out.
+    Ready(PooledConnection<M>),
+    /// Popped, but it needs validation or a hook: the slow path checks it.
+    Check(Handoff<M::Connection>),
+    /// Nothing idle (or callers queued): wait.
+    Empty,
+}
 
 /// Why a checkout attempt did not produce a connection.
 enum Refused {
@@ -37,7 +47,7 @@ struct WaitGuard<'a, M: ManageConnection> {
 impl<M: ManageConnection> Drop for WaitGuard<'_, M> {
     fn drop(&mut self) {
         if let Some(h) = self.shared.waiters.finish(&self.cell, &self.shared.idle) {
-            self.shared.deliver(h.index, h.entry, Counted::InUse);
+            self.shared.deliver(h.index, h.entry);
         }
     }
 }
@@ -56,7 +66,7 @@ impl<M: ManageConnection> Shared<M> {
         // SAFETY: the pop (or registration) that produced `index` made us its
         // owner.
         let entry = unsafe { self.slots.take(index) };
-        self.counts.shift(Counted::Idle, Counted::InUse);
+        self.slots.get(index).set(crate::slots::State::InUse);
         Handoff { index, entry }
     }
 
@@ -92,58 +102,124 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// `get()` with a total time limit.
+    ///
+    /// The common case, an idle connection that needs no check, is served
+    /// synchronously by [`Shared::checkout_now`] on the first poll; the rest
+    /// (waiting, validation, hooks, retries) is the async slow path.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         timeout: Duration,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         let started = Instant::now();
+        let now = self.clock.stamp(started);
+        let popped = match self.checkout_now(now)? {
+            Fast::Ready(conn) => return Ok(conn),
+            Fast::Check(h) => Some(h),
+            Fast::Empty => None,
+        };
+        self.acquire_slow(started, now, popped, timeout).await
+    }
+
+    /// Pops an idle connection and, when it needs no async check, hands it
+    /// out: no lock, no allocation, one clock read (by the caller).
+    #[inline]
+    fn checkout_now(self: &Arc<Self>, now: Stamp) -> Result<Fast<M>, PoolError<M::Error>> {
+        loop {
+            let Some(h) = self.pop_idle()? else {
+                return Ok(Fast::Empty);
+            };
+            if let Some(reason) = self.expired(&h.entry, now) {
+                self.evict(h.index, h.entry, reason);
+                continue;
+            }
+            if self.needs_check(&h.entry, now) {
+                return Ok(Fast::Check(h));
+            }
+            self.slots.get(h.index).count_checkout();
+            return Ok(Fast::Ready(self.hand_out(h.index, h.entry, now)));
+        }
+    }
+
+    /// Whether a connection must be validated or shown to the
+    /// `before_acquire` hook before it is handed out.
+    #[inline]
+    fn needs_check(&self, entry: &crate::slots::Entry<M::Connection>, now: Stamp) -> bool {
+        self.hooks.is_some()
+            || (self.config.validation_mode() == ValidationMode::IsValid
+                && entry.idle_for(now) >= self.config.validation_bypass())
+    }
+
+    /// Makes the guard of a connection that passed its checks.
+    #[inline]
+    fn hand_out(
+        self: &Arc<Self>,
+        index: u16,
+        entry: crate::slots::Entry<M::Connection>,
+        now: Stamp,
+    ) -> PooledConnection<M> {
+        if self.config.leak_detection_threshold().is_some() {
+            self.slots.get(index).leak.taken(now);
+        }
+        PooledConnection::new(self.clone(), index, entry, now, OnDrop::Return)
+    }
+
+    async fn acquire_slow(
+        self: &Arc<Self>,
+        started: Instant,
+        mut now: Stamp,
+        mut popped: Option<Handoff<M::Connection>>,
+        timeout: Duration,
+    ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // A limit too large to represent means no limit.
         let deadline = started.checked_add(timeout);
-        let mut now = started;
         loop {
-            let handoff = match self.pop_idle()? {
+            let handoff = match popped.take() {
                 Some(h) => h,
-                None => {
-                    let h = self.wait_for(started, deadline).await?;
-                    now = Instant::now();
-                    h
-                }
+                None => match self.pop_idle()? {
+                    Some(h) => h,
+                    None => {
+                        let h = self.wait_for(started, deadline).await?;
+                        now = self.clock.now();
+                        h
+                    }
+                },
             };
             match self.checkout(handoff, started, now, deadline).await {
                 Ok(conn) => return Ok(conn),
-                Err(Refused::Retry) => now = Instant::now(),
+                Err(Refused::Retry) => now = self.clock.now(),
                 Err(Refused::Timeout(phase)) => return Err(self.timeout_error(started, phase)),
             }
         }
     }
 
-    /// Checks a connection about to be handed out.
+    /// Checks a connection about to be handed out on the slow path.
     async fn checkout(
         self: &Arc<Self>,
         handoff: Handoff<M::Connection>,
         started: Instant,
-        now: Instant,
+        now: Stamp,
         deadline: Option<Instant>,
     ) -> Result<PooledConnection<M>, Refused> {
         let Handoff { index, entry } = handoff;
         if let Some(reason) = self.expired(&entry, now) {
-            self.evict(index, entry, Counted::InUse, reason);
+            self.evict(index, entry, reason);
             return Err(Refused::Retry);
         }
-        let idle_for = entry.idle_for(now);
-        let validate = self.config.validation_mode() == ValidationMode::IsValid
-            && idle_for >= self.config.validation_bypass();
-        // Until checked, dropping the guard (a cancelled `get()`) closes the
-        // connection: it may be mid-ping.
-        let mut conn = PooledConnection::new(
-            self.clone(),
-            index,
-            entry,
-            now,
-            OnDrop::Close(Reason::Validation),
-        );
-        if validate || self.hooks.is_some() {
-            let limit = now.checked_add(self.config.validation_timeout());
+        let mut now = now;
+        if self.needs_check(&entry, now) {
+            let idle_for = entry.idle_for(now);
+            let validate = self.config.validation_mode() == ValidationMode::IsValid
+                && idle_for >= self.config.validation_bypass();
+            // Until checked, dropping the guard (a cancelled `get()`) closes
+            // the connection: it may be mid-ping.
+            let mut conn = PooledConnection::new(
+                self.clone(),
+                index,
+                entry,
+                now,
+                OnDrop::Close(Reason::Validation),
+            );
+            let limit = Instant::now().checked_add(self.config.validation_timeout());
             let limit = match (limit, deadline) {
                 (Some(l), Some(d)) => Some(l.min(d)),
                 (l, d) => l.or(d),
@@ -154,7 +230,7 @@ impl<M: ManageConnection> Shared<M> {
             }
             if let Some(hooks) = &self.hooks {
                 conn.on_drop = OnDrop::Close(Reason::Hook);
-                let info = ConnectionInfo::new(conn.entry().created_at.elapsed(), idle_for);
+                let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
                 let checked = run_until(limit, hooks.before_acquire(&mut conn, info)).await;
                 match checked {
                     Some(Ok(true)) => {}
@@ -165,26 +241,26 @@ impl<M: ManageConnection> Shared<M> {
                     }
                 }
             }
-            conn.checked_out_at = Instant::now();
+            now = self.clock.now();
+            let (index, entry) = (conn.index, conn.take_entry());
+            return Ok(self.handed_out_after_wait(index, entry, started, now));
         }
-        conn.on_drop = OnDrop::Return;
-        if conn.checked_out_at == started {
-            self.stats.acquire_wait.record_zero();
-        } else {
-            self.stats
-                .acquire_wait
-                .record(conn.checked_out_at.saturating_duration_since(started));
-        }
+        Ok(self.handed_out_after_wait(index, entry, started, now))
+    }
+
+    /// Records the wait of a slow-path checkout and makes its guard.
+    fn handed_out_after_wait(
+        self: &Arc<Self>,
+        index: u16,
+        entry: crate::slots::Entry<M::Connection>,
+        started: Instant,
+        now: Stamp,
+    ) -> PooledConnection<M> {
+        let waited = now.since(self.clock.stamp(started));
+        self.stats.acquire_wait.record(waited);
         #[cfg(feature = "metrics")]
-        self.export
-            .acquired(conn.checked_out_at.saturating_duration_since(started));
-        if self.config.leak_detection_threshold().is_some() {
-            self.slots
-                .get(index)
-                .leak
-                .taken(self.epoch, conn.checked_out_at);
-        }
-        Ok(conn)
+        self.export.acquired(waited);
+        self.hand_out(index, entry, now)
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -215,26 +291,15 @@ impl<M: ManageConnection> Shared<M> {
 
     /// An idle connection now, or `None`; never waits, never connects.
     pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
+        let now = self.clock.now();
         loop {
             let Handoff { index, entry } = self.pop_idle().ok()??;
-            let now = Instant::now();
             if let Some(reason) = self.expired(&entry, now) {
-                self.evict(index, entry, Counted::InUse, reason);
+                self.evict(index, entry, reason);
                 continue;
             }
-            self.stats.acquire_wait.record_zero();
-            #[cfg(feature = "metrics")]
-            self.export.acquired(Duration::ZERO);
-            if self.config.leak_detection_threshold().is_some() {
-                self.slots.get(index).leak.taken(self.epoch, now);
-            }
-            return Some(PooledConnection::new(
-                self.clone(),
-                index,
-                entry,
-                now,
-                OnDrop::Return,
-            ));
+            self.slots.get(index).count_checkout();
+            return Some(self.hand_out(index, entry, now));
         }
     }
 }

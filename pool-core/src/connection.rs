@@ -2,13 +2,11 @@
 
 use std::ops::{Deref, DerefMut};
 
-use pool_api::ManageConnection;
-use tokio::time::Instant;
-
-use crate::counts::Counted;
+use crate::clock::Stamp;
 use crate::shared::Shared;
 use crate::slots::Entry;
 use crate::stats::Reason;
+use pool_api::ManageConnection;
 use std::sync::Arc;
 
 /// What dropping the guard does with the connection.
@@ -39,7 +37,7 @@ pub struct PooledConnection<M: ManageConnection> {
     pub(crate) index: u16,
     /// `Some` until the guard gives the connection away.
     entry: Option<Entry<M::Connection>>,
-    pub(crate) checked_out_at: Instant,
+    pub(crate) checked_out_at: Stamp,
     pub(crate) on_drop: OnDrop,
 }
 
@@ -61,7 +59,7 @@ impl<M: ManageConnection> PooledConnection<M> {
         shared: Arc<Shared<M>>,
         index: u16,
         entry: Entry<M::Connection>,
-        now: Instant,
+        now: Stamp,
         on_drop: OnDrop,
     ) -> Self {
         Self {
@@ -107,8 +105,10 @@ impl<M: ManageConnection> PooledConnection<M> {
     /// now the caller's business.
     pub fn detach(mut self) -> M::Connection {
         let entry = self.take_entry();
-        self.shared
-            .release_tracking(self.index, self.checked_out_at);
+        self.shared.release_tracking(
+            self.index,
+            self.shared.clock.now().since(self.checked_out_at),
+        );
         self.shared.forget(self.index);
         entry.conn
     }
@@ -136,12 +136,13 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
         match self.on_drop {
             OnDrop::Return => self.shared.checkin(self.index, entry, self.checked_out_at),
             OnDrop::Discard => {
-                self.shared
-                    .release_tracking(self.index, self.checked_out_at);
-                self.shared
-                    .evict(self.index, entry, Counted::InUse, Reason::Closed);
+                self.shared.release_tracking(
+                    self.index,
+                    self.shared.clock.now().since(self.checked_out_at),
+                );
+                self.shared.evict(self.index, entry, Reason::Closed);
             }
-            OnDrop::Close(reason) => self.shared.evict(self.index, entry, Counted::InUse, reason),
+            OnDrop::Close(reason) => self.shared.evict(self.index, entry, reason),
         }
     }
 }

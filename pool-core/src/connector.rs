@@ -22,6 +22,7 @@ use std::time::Duration;
 use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
+use crate::clock::Stamp;
 use crate::shared::{LastError, Shared};
 use crate::slots::Entry;
 use crate::stats::Stats;
@@ -61,7 +62,7 @@ impl<M: ManageConnection> Shared<M> {
         if self.handles.load(Ordering::Relaxed) == 0 {
             return waiting;
         }
-        let total = self.counts.get().total();
+        let total = self.census().total();
         waiting + self.config.min_size().saturating_sub(total)
     }
 
@@ -69,7 +70,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) fn request_connections(self: &Arc<Self>) {
         let limit = self.config.max_concurrent_connects();
         loop {
-            if self.is_closed() || self.counts.get().total() >= self.config.max_size() {
+            if self.is_closed() || self.census().total() >= self.config.max_size() {
                 return;
             }
             let running = self.connecting.load(Ordering::SeqCst);
@@ -108,10 +109,12 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(e)) => return Err(OpenError::Backend(e)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        let now = Instant::now();
+        let opened_at = Instant::now();
+        let now = self.clock.stamp(opened_at);
         Stats::bump(&self.stats.creations);
         #[cfg(feature = "metrics")]
-        self.export.created(now.saturating_duration_since(started));
+        self.export
+            .created(opened_at.saturating_duration_since(started));
         #[cfg(not(feature = "metrics"))]
         let _ = started;
         Ok(Entry {
@@ -125,10 +128,12 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// `now + max_lifetime`, shortened by a random jitter.
-    fn lifetime_deadline(&self, now: Instant) -> Option<Instant> {
-        let life = self.config.max_lifetime()?;
+    fn lifetime_deadline(&self, now: Stamp) -> Stamp {
+        let Some(life) = self.config.max_lifetime() else {
+            return Stamp::NEVER;
+        };
         let jitter = life.mul_f64(self.config.max_lifetime_jitter() * fastrand::f64());
-        now.checked_add(life.saturating_sub(jitter))
+        now.after(life.saturating_sub(jitter))
     }
 
     /// Records a failed connect.

@@ -20,8 +20,8 @@ use std::time::Duration;
 use pool_api::ManageConnection;
 use tokio::time::Instant;
 
+use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::index_stack::NIL;
 use crate::shared::Shared;
 use crate::slots::Handoff;
@@ -66,7 +66,7 @@ impl<M: ManageConnection> Shared<M> {
     /// One housekeeping pass. `full` runs retirement and keepalive (every
     /// `housekeeping_period`); every tick refills, checks leaks and exports.
     pub(crate) async fn housekeep(self: &Arc<Self>, full: bool) {
-        let now = Instant::now();
+        let now = self.clock.now();
         if full {
             let to_ping = self.retire_idle(now);
             self.ping(to_ping, now).await;
@@ -75,19 +75,20 @@ impl<M: ManageConnection> Shared<M> {
         self.report_leaks(now);
         #[cfg(feature = "metrics")]
         {
-            let summary = self.stats.acquire_wait.summary([]);
+            let fast = self.slots.checkouts();
+            let summary = self.stats.acquire_wait.summary_with_zeros(fast, []);
             self.export.refresh(
                 self.state(),
                 self.config.min_size(),
                 summary.count,
-                self.stats.acquire_wait.zero_count(),
+                self.stats.acquire_wait.zero_count() + fast,
             );
         }
     }
 
     /// Closes idle connections past their idle timeout (never below
     /// `min_size`) or lifetime; returns those due a keepalive ping.
-    fn retire_idle(self: &Arc<Self>, now: Instant) -> Vec<Handoff<M::Connection>> {
+    fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Handoff<M::Connection>> {
         let mut taken = Vec::new();
         let mut index = self.idle.take_all();
         while index != NIL {
@@ -97,7 +98,7 @@ impl<M: ManageConnection> Shared<M> {
             taken.push(Handoff { index, entry });
             index = next;
         }
-        let mut open = self.counts.get().total();
+        let mut open = self.census().total();
         let min = self.config.min_size();
         let mut keep = Vec::with_capacity(taken.len());
         let mut to_ping = Vec::new();
@@ -112,10 +113,12 @@ impl<M: ManageConnection> Shared<M> {
                 .or(idle_out.then_some(Reason::IdleTimeout));
             if let Some(reason) = reason {
                 open -= 1;
-                self.evict(h.index, h.entry, Counted::Idle, reason);
-            } else if self.config.keepalive_interval().is_some_and(|k| {
-                now.saturating_duration_since(h.entry.last_ping.max(h.entry.last_used)) >= k
-            }) {
+                self.evict(h.index, h.entry, reason);
+            } else if self
+                .config
+                .keepalive_interval()
+                .is_some_and(|k| now.since(h.entry.last_ping.max(h.entry.last_used)) >= k)
+            {
                 to_ping.push(h);
             } else {
                 keep.push(h);
@@ -123,13 +126,13 @@ impl<M: ManageConnection> Shared<M> {
         }
         // Back in their order: the most recently used ends on top.
         for h in keep {
-            self.deliver(h.index, h.entry, Counted::Idle);
+            self.deliver(h.index, h.entry);
         }
         to_ping
     }
 
     /// Pings idle connections concurrently; those that fail are closed.
-    async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>, now: Instant) {
+    async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>, now: Stamp) {
         if to_ping.is_empty() {
             return;
         }
@@ -137,7 +140,7 @@ impl<M: ManageConnection> Shared<M> {
         for h in to_ping {
             // Out of the idle set while pinged; a guard that closes the
             // connection if the ping is cancelled or fails.
-            self.counts.shift(Counted::Idle, Counted::InUse);
+            self.slots.get(h.index).set(crate::slots::State::InUse);
             let mut guard = PooledConnection::new(
                 self.clone(),
                 h.index,
@@ -151,8 +154,8 @@ impl<M: ManageConnection> Shared<M> {
                 match tokio::time::timeout(limit, shared.manager.is_valid(&mut guard)).await {
                     Ok(Ok(())) => {
                         let mut entry = guard.take_entry();
-                        entry.last_ping = Instant::now();
-                        shared.deliver(guard.index, entry, Counted::InUse);
+                        entry.last_ping = shared.clock.now();
+                        shared.deliver(guard.index, entry);
                     }
                     Ok(Err(e)) => {
                         tracing::info!(pool = shared.config.name(), error = %e, "keepalive ping failed; closing connection");
@@ -171,14 +174,14 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Reports connections held past the leak threshold, once each.
-    fn report_leaks(&self, now: Instant) {
+    fn report_leaks(&self, now: Stamp) {
         let Some(threshold) = self.config.leak_detection_threshold() else {
             return;
         };
         for i in 0..self.slots.len() {
             // `i < max_size <= MAX_POOL_SIZE`.
             let slot = self.slots.get(i as u16);
-            if let Some((held, trace)) = slot.leak.check(self.epoch, now, threshold) {
+            if let Some((held, trace)) = slot.leak.check(now, threshold) {
                 Stats::bump(&self.stats.leaks);
                 #[cfg(feature = "metrics")]
                 self.export.leaked();

@@ -23,9 +23,9 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
+mod clock;
 mod connection;
 mod connector;
-mod counts;
 #[cfg(feature = "metrics")]
 mod export;
 mod housekeeper;

@@ -190,8 +190,11 @@ impl<M: ManageConnection> Pool<M> {
     /// A snapshot of counts and counters; lock-free.
     pub fn metrics(&self) -> PoolMetrics {
         let s = &self.shared;
-        let c = s.counts.get();
-        let wait = s.stats.acquire_wait.summary([0.5, 0.99]);
+        let c = s.census();
+        let wait = s
+            .stats
+            .acquire_wait
+            .summary_with_zeros(s.slots.checkouts(), [0.5, 0.99]);
         let evictions = s.stats.evictions();
         let mut m = PoolMetrics::default();
         m.idle = c.idle;

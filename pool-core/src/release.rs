@@ -6,21 +6,21 @@
 //! is delivered; a clean one is delivered inline (`Shared::deliver`): no
 //! lock, no allocation, no task.
 
-use pool_api::{ConnectionInfo, ManageConnection};
-use tokio::time::Instant;
+use std::time::Duration;
 
+use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
-use crate::counts::Counted;
 use crate::shared::Shared;
 use crate::slots::Entry;
 use crate::stats::Reason;
+use pool_api::{ConnectionInfo, ManageConnection};
 use std::sync::Arc;
 
 impl<M: ManageConnection> Shared<M> {
-    /// Ends the checkout bookkeeping of a slot: hold time and leak state.
-    pub(crate) fn release_tracking(&self, index: u16, checked_out_at: Instant) {
+    /// Ends the checkout bookkeeping of a slot held for `held`: the hold
+    /// time histogram and the leak state.
+    pub(crate) fn release_tracking(&self, index: u16, held: Duration) {
         if self.config.leak_detection_threshold().is_some() {
-            let held = checked_out_at.elapsed();
             if let Some(held) = self.slots.get(index).leak.returned(held) {
                 tracing::info!(
                     pool = self.config.name(),
@@ -30,12 +30,11 @@ impl<M: ManageConnection> Shared<M> {
             }
         }
         #[cfg(feature = "metrics")]
-        self.export.held(checked_out_at.elapsed());
+        self.export.held(held);
     }
 
     /// Forgets an in-use connection the caller took away (`detach`).
     pub(crate) fn forget(self: &Arc<Self>, index: u16) {
-        self.counts.remove(Counted::InUse);
         self.free_slot(index);
     }
 
@@ -44,21 +43,21 @@ impl<M: ManageConnection> Shared<M> {
         self: &Arc<Self>,
         index: u16,
         mut entry: Entry<M::Connection>,
-        checked_out_at: Instant,
+        checked_out_at: Stamp,
     ) {
-        self.release_tracking(index, checked_out_at);
+        let now = self.clock.now();
+        let held_for = now.since(checked_out_at);
+        self.release_tracking(index, held_for);
         if self.manager.has_broken(&mut entry.conn) {
-            return self.evict(index, entry, Counted::InUse, Reason::Broken);
+            return self.evict(index, entry, Reason::Broken);
         }
-        let now = Instant::now();
         if let Some(reason) = self.expired(&entry, now) {
-            return self.evict(index, entry, Counted::InUse, reason);
+            return self.evict(index, entry, reason);
         }
-        let held_for = now.saturating_duration_since(checked_out_at);
         entry.last_used = now;
         let dirty = self.manager.needs_reset(&mut entry.conn);
         if !dirty && self.hooks.is_none() {
-            return self.deliver(index, entry, Counted::InUse);
+            return self.deliver(index, entry);
         }
         // Reset (or the hook) is async: run it in a task that owns the
         // connection through a guard whose drop closes it, so a runtime
@@ -68,7 +67,7 @@ impl<M: ManageConnection> Shared<M> {
                 pool = self.config.name(),
                 "connection needing a reset returned outside a tokio runtime; closing it"
             );
-            return self.evict(index, entry, Counted::InUse, Reason::ResetFailed);
+            return self.evict(index, entry, Reason::ResetFailed);
         };
         let guard = PooledConnection::new(
             self.clone(),
@@ -84,7 +83,7 @@ impl<M: ManageConnection> Shared<M> {
 async fn reset_then_deliver<M: ManageConnection>(
     mut guard: PooledConnection<M>,
     dirty: bool,
-    held_for: std::time::Duration,
+    held_for: Duration,
 ) {
     let shared = guard.shared.clone();
     let limit = shared.config.validation_timeout();
@@ -103,7 +102,8 @@ async fn reset_then_deliver<M: ManageConnection>(
         }
     }
     if let Some(hooks) = &shared.hooks {
-        let info = ConnectionInfo::new(guard.entry().created_at.elapsed(), held_for);
+        let info =
+            ConnectionInfo::new(shared.clock.now().since(guard.entry().created_at), held_for);
         guard.on_drop = OnDrop::Close(Reason::Hook);
         match tokio::time::timeout(limit, hooks.after_release(&mut guard, info)).await {
             Ok(Ok(true)) => {}
@@ -122,5 +122,5 @@ async fn reset_then_deliver<M: ManageConnection>(
         }
     }
     let entry = guard.take_entry();
-    shared.deliver(guard.index, entry, Counted::InUse);
+    shared.deliver(guard.index, entry);
 }

@@ -31,8 +31,9 @@
 //! ones (`needs_reset`) or any with an `after_release` hook are reset in a
 //! spawned task before anyone can get them; clean ones are delivered inline.
 //!
-//! **Counts** (`counts.rs`) are one packed word, so a snapshot is always
-//! consistent.
+//! **Counts** are kept per slot (`slots.rs`): each slot is in one state,
+//! so every census satisfies `total == idle + in_use + opening <= max_size`,
+//! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
 
@@ -40,9 +41,10 @@ use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolState, Timeou
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::counts::{Counted, Counts};
+use crate::clock::{Clock, Stamp};
+
 use crate::index_stack::{IndexStack, Popped};
-use crate::slots::{Entry, Handoff, Slots};
+use crate::slots::{Census, Entry, Handoff, Slots, State};
 use crate::stats::{Reason, Stats};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,7 +61,6 @@ pub(crate) struct Shared<M: ManageConnection> {
     pub(crate) slots: Slots<M::Connection>,
     pub(crate) idle: IndexStack,
     pub(crate) free: IndexStack,
-    pub(crate) counts: Counts,
     pub(crate) waiters: WaiterQueue<Handoff<M::Connection>>,
     /// Connector tasks running (bounded by `max_concurrent_connects`).
     pub(crate) connecting: AtomicU32,
@@ -73,8 +74,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     last_error: Mutex<Option<LastError>>,
     /// Signalled when a slot is freed after close.
     pub(crate) drained: Notify,
-    /// Time origin for the timestamps kept in atomics.
-    pub(crate) epoch: Instant,
+    /// The source of every timestamp.
+    pub(crate) clock: Clock,
     #[cfg(feature = "metrics")]
     pub(crate) export: crate::export::Export,
 }
@@ -106,7 +107,6 @@ impl<M: ManageConnection> Shared<M> {
             slots,
             idle: IndexStack::new(),
             free,
-            counts: Counts::new(),
             waiters: WaiterQueue::new(),
             connecting: AtomicU32::new(0),
             handles: AtomicU32::new(1),
@@ -115,15 +115,20 @@ impl<M: ManageConnection> Shared<M> {
             stats: Stats::new(),
             last_error: Mutex::new(None),
             drained: Notify::new(),
-            epoch: Instant::now(),
+            clock: Clock::new(),
             #[cfg(feature = "metrics")]
             export: crate::export::Export::new(config.name()),
             config,
         }
     }
 
+    /// The slots' states added up.
+    pub(crate) fn census(&self) -> Census {
+        self.slots.census()
+    }
+
     pub(crate) fn state(&self) -> PoolState {
-        let c = self.counts.get();
+        let c = self.census();
         PoolState::new(
             c.idle,
             c.in_use,
@@ -162,21 +167,18 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Why `entry` must not be handed out or kept, if it must not.
-    pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Instant) -> Option<Reason> {
+    pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Stamp) -> Option<Reason> {
         if entry.generation < self.generation.load(Ordering::Relaxed) {
             return Some(Reason::SoftEvict);
         }
-        match entry.expires_at {
-            Some(at) if at <= now => Some(Reason::MaxLifetime),
-            _ => None,
-        }
+        (entry.expires_at <= now).then_some(Reason::MaxLifetime)
     }
 
     /// Reserves a free slot for a connect; `None` at `max_size`.
     pub(crate) fn reserve(self: &Arc<Self>) -> Option<Reservation<M>> {
         match self.free.pop(&self.slots.links) {
             Popped::Node(index) => {
-                self.counts.add(Counted::Opening);
+                self.slots.get(index).set(State::Opening);
                 Some(Reservation {
                     shared: self.clone(),
                     index,
@@ -191,6 +193,7 @@ impl<M: ManageConnection> Shared<M> {
     /// uncounted, so the bound counts the closing connection until it is
     /// really gone.
     pub(crate) fn free_slot(self: &Arc<Self>, index: u16) {
+        self.slots.get(index).set(State::Free);
         let pushed = self.free.push(&self.slots.links, index);
         debug_assert!(pushed.is_ok(), "the free list is never closed");
         if self.is_closed() {
@@ -201,20 +204,13 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Closes a connection the caller owns and frees its slot.
-    pub(crate) fn evict(
-        self: &Arc<Self>,
-        index: u16,
-        entry: Entry<M::Connection>,
-        from: Counted,
-        reason: Reason,
-    ) {
+    pub(crate) fn evict(self: &Arc<Self>, index: u16, entry: Entry<M::Connection>, reason: Reason) {
         tracing::debug!(
             pool = self.config.name(),
             reason = reason.label(),
             "closing connection"
         );
         drop(entry);
-        self.counts.remove(from);
         self.stats.evicted(reason);
         #[cfg(feature = "metrics")]
         self.export.evicted(reason);
@@ -222,17 +218,14 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Puts a connection the caller owns back in service: to the longest
-    /// waiter, else on top of the idle stack. `from` is how it is counted
-    /// now. Lock-free unless someone is waiting.
-    pub(crate) fn deliver(
-        self: &Arc<Self>,
-        index: u16,
-        mut entry: Entry<M::Connection>,
-        from: Counted,
-    ) {
+    /// waiter, else on top of the idle stack. Lock-free unless someone is
+    /// waiting.
+    pub(crate) fn deliver(self: &Arc<Self>, index: u16, mut entry: Entry<M::Connection>) {
+        let slot = self.slots.get(index);
         loop {
-            // Counted idle before it can be popped, so `idle` never underflows.
-            self.counts.shift(from, Counted::Idle);
+            // Marked idle before the push: once pushed, the slot is someone
+            // else's to mark.
+            slot.set(State::Idle);
             // SAFETY: the caller owns `index`; it becomes the stack's only on
             // a successful push.
             unsafe { self.slots.put(index, entry) };
@@ -242,21 +235,16 @@ impl<M: ManageConnection> Shared<M> {
             };
             // SAFETY: the push failed, so we still own `index` and undo our put.
             entry = unsafe { self.slots.take(index) };
-            self.counts.shift(Counted::Idle, from);
             match refused {
                 crate::index_stack::PushRefused::Closed => {
-                    return self.evict(index, entry, from, Reason::Closed);
+                    return self.evict(index, entry, Reason::Closed);
                 }
                 crate::index_stack::PushRefused::Waiters => {
-                    // Counted in use before the waiter can see it (and give it
-                    // back), so `in_use` never underflows.
-                    self.counts.shift(from, Counted::InUse);
+                    // Marked in use before the waiter can see it.
+                    slot.set(State::InUse);
                     match self.waiters.offer(&self.idle, Handoff { index, entry }) {
                         Ok(()) => return,
-                        Err(h) => {
-                            self.counts.shift(Counted::InUse, from);
-                            entry = h.entry;
-                        }
+                        Err(h) => entry = h.entry,
                     }
                 }
             }
@@ -271,7 +259,7 @@ impl<M: ManageConnection> Shared<M> {
             let next = self.slots.links.next(index);
             // SAFETY: `close` handed us the whole chain; we own every node.
             let entry = unsafe { self.slots.take(index) };
-            self.evict(index, entry, Counted::Idle, Reason::Closed);
+            self.evict(index, entry, Reason::Closed);
             index = next;
         }
         self.waiters.close_all();
@@ -279,7 +267,7 @@ impl<M: ManageConnection> Shared<M> {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.counts.get().total() == 0 {
+            if self.census().total() == 0 {
                 return;
             }
             drained.await;
@@ -294,7 +282,7 @@ impl<M: ManageConnection> Shared<M> {
             let next = self.slots.links.next(index);
             // SAFETY: `take_all` handed us the whole chain.
             let entry = unsafe { self.slots.take(index) };
-            self.evict(index, entry, Counted::Idle, Reason::SoftEvict);
+            self.evict(index, entry, Reason::SoftEvict);
             index = next;
         }
     }
@@ -312,14 +300,13 @@ impl<M: ManageConnection> Reservation<M> {
     /// Puts the new connection in service.
     pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
         self.filled = true;
-        self.shared.deliver(self.index, entry, Counted::Opening);
+        self.shared.deliver(self.index, entry);
     }
 }
 
 impl<M: ManageConnection> Drop for Reservation<M> {
     fn drop(&mut self) {
         if !self.filled {
-            self.shared.counts.remove(Counted::Opening);
             self.shared.free_slot(self.index);
         }
     }

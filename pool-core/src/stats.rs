@@ -63,17 +63,11 @@ impl Histogram {
         }
     }
 
-    /// Records a zero without computing anything else (the uncontended
-    /// checkout).
-    #[inline]
-    pub(crate) fn record_zero(&self) {
-        self.buckets[0].fetch_add(1, Ordering::Relaxed);
-    }
-
     pub(crate) fn record(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         if ns == 0 {
-            return self.record_zero();
+            self.buckets[0].fetch_add(1, Ordering::Relaxed);
+            return;
         }
         self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
         self.sum.fetch_add(ns, Ordering::Relaxed);
@@ -90,13 +84,20 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    /// Count, sum, max and the given quantiles, from one pass.
-    pub(crate) fn summary<const N: usize>(&self, quantiles: [f64; N]) -> Summary<N> {
-        let counts: Vec<u64> = self
+    /// Count, sum, max and the given quantiles, from one pass, counting
+    /// `zeros` more zero values than were recorded (the checkouts that did
+    /// not wait, counted per slot instead).
+    pub(crate) fn summary_with_zeros<const N: usize>(
+        &self,
+        zeros: u64,
+        quantiles: [f64; N],
+    ) -> Summary<N> {
+        let mut counts: Vec<u64> = self
             .buckets
             .iter()
             .map(|b| b.load(Ordering::Relaxed))
             .collect();
+        counts[0] += zeros;
         let count: u64 = counts.iter().sum();
         let max = self.max.load(Ordering::Relaxed);
         let mut values = [Duration::ZERO; N];
@@ -245,7 +246,7 @@ mod tests {
         for us in 1..=1000u64 {
             h.record(Duration::from_micros(us));
         }
-        let s = h.summary([0.5, 0.99]);
+        let s = h.summary_with_zeros(0, [0.5, 0.99]);
         assert_eq!(s.count, 1000);
         assert_eq!(s.max, Duration::from_micros(1000));
         let close = |got: Duration, want_us: f64| {
