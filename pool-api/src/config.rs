@@ -361,8 +361,11 @@ impl PoolConfigBuilder {
     }
 
     /// Ping idle connections at this interval so firewalls and proxies do
-    /// not drop them silently; the ones that fail are retired. `None` turns
-    /// it off. Defaults to `None`; must be shorter than `max_lifetime`.
+    /// not drop them silently; the ones that fail are retired. A connection
+    /// is pinged once it has sat idle (and unpinged) this long, at most one
+    /// housekeeper tick (1 s at most) later, whatever `housekeeping_period`
+    /// is. `None` turns it off. Defaults to `None`; must be shorter than
+    /// `max_lifetime`.
     pub fn keepalive_interval(mut self, interval: impl Into<Option<Duration>>) -> Self {
         self.config.keepalive_interval = interval.into();
         self

@@ -110,13 +110,15 @@ impl<M: ManageConnection> Shared<M> {
         self: &Arc<Self>,
         timeout: Duration,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
-        let started = Instant::now();
-        let now = self.clock.stamp(started);
+        let now = self.clock.now();
         let popped = match self.checkout_now(now)? {
             Fast::Ready(conn) => return Ok(conn),
             Fast::Check(h) => Some(h),
             Fast::Empty => None,
         };
+        // Deadlines are on tokio's clock (they drive tokio timers); only the
+        // slow path needs one.
+        let started = Instant::now();
         self.acquire_slow(started, now, popped, timeout).await
     }
 
@@ -166,12 +168,13 @@ impl<M: ManageConnection> Shared<M> {
     async fn acquire_slow(
         self: &Arc<Self>,
         started: Instant,
-        mut now: Stamp,
+        start: Stamp,
         mut popped: Option<Handoff<M::Connection>>,
         timeout: Duration,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // A limit too large to represent means no limit.
         let deadline = started.checked_add(timeout);
+        let mut now = start;
         loop {
             let handoff = match popped.take() {
                 Some(h) => h,
@@ -184,7 +187,7 @@ impl<M: ManageConnection> Shared<M> {
                     }
                 },
             };
-            match self.checkout(handoff, started, now, deadline).await {
+            match self.checkout(handoff, start, now, deadline).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => now = self.clock.now(),
                 Err(Refused::Timeout(phase)) => return Err(self.timeout_error(started, phase)),
@@ -196,7 +199,7 @@ impl<M: ManageConnection> Shared<M> {
     async fn checkout(
         self: &Arc<Self>,
         handoff: Handoff<M::Connection>,
-        started: Instant,
+        start: Stamp,
         now: Stamp,
         deadline: Option<Instant>,
     ) -> Result<PooledConnection<M>, Refused> {
@@ -243,9 +246,9 @@ impl<M: ManageConnection> Shared<M> {
             }
             now = self.clock.now();
             let (index, entry) = (conn.index, conn.take_entry());
-            return Ok(self.handed_out_after_wait(index, entry, started, now));
+            return Ok(self.handed_out_after_wait(index, entry, start, now));
         }
-        Ok(self.handed_out_after_wait(index, entry, started, now))
+        Ok(self.handed_out_after_wait(index, entry, start, now))
     }
 
     /// Records the wait of a slow-path checkout and makes its guard.
@@ -253,10 +256,10 @@ impl<M: ManageConnection> Shared<M> {
         self: &Arc<Self>,
         index: u16,
         entry: crate::slots::Entry<M::Connection>,
-        started: Instant,
+        start: Stamp,
         now: Stamp,
     ) -> PooledConnection<M> {
-        let waited = now.since(self.clock.stamp(started));
+        let waited = now.since(start);
         self.stats.acquire_wait.record(waited);
         #[cfg(feature = "metrics")]
         self.export.acquired(waited);

@@ -62,7 +62,7 @@ impl<M: ManageConnection> Shared<M> {
         if self.handles.load(Ordering::Relaxed) == 0 {
             return waiting;
         }
-        let total = self.census().total();
+        let total = self.open_count();
         waiting + self.config.min_size().saturating_sub(total)
     }
 
@@ -70,7 +70,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) fn request_connections(self: &Arc<Self>) {
         let limit = self.config.max_concurrent_connects();
         loop {
-            if self.is_closed() || self.census().total() >= self.config.max_size() {
+            if self.is_closed() || self.open_count() >= self.config.max_size() {
                 return;
             }
             let running = self.connecting.load(Ordering::SeqCst);
@@ -95,6 +95,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
         let limit = self.config.connect_timeout();
         let generation = self.generation.load(Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
         let started = Instant::now();
         let opened = tokio::time::timeout(limit, async {
             let mut conn = self.manager.connect().await?;
@@ -109,14 +110,10 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(e)) => return Err(OpenError::Backend(e)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        let opened_at = Instant::now();
-        let now = self.clock.stamp(opened_at);
+        let now = self.clock.now();
         Stats::bump(&self.stats.creations);
         #[cfg(feature = "metrics")]
-        self.export
-            .created(opened_at.saturating_duration_since(started));
-        #[cfg(not(feature = "metrics"))]
-        let _ = started;
+        self.export.created(started.elapsed());
         Ok(Entry {
             conn,
             created_at: now,
@@ -136,11 +133,16 @@ impl<M: ManageConnection> Shared<M> {
         now.after(life.saturating_sub(jitter))
     }
 
-    /// Records a failed connect.
-    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+    /// Counts a failed connect, in the snapshot and the export alike.
+    fn count_creation_error(&self) {
         Stats::bump(&self.stats.creation_errors);
         #[cfg(feature = "metrics")]
         self.export.creation_failed();
+    }
+
+    /// Records a failed connect.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+        self.count_creation_error();
         let err = err.into_last_error();
         tracing::warn!(pool = self.config.name(), error = %err, "connect failed");
         self.set_last_error(err);
@@ -182,12 +184,17 @@ impl<M: ManageConnection> Shared<M> {
                 slot.fill(entry);
                 Ok(())
             }
+            // The slot is given back quietly: `Pool::new` is failing, and a
+            // refill connect started now would only delay its error.
             Err(OpenError::Backend(e)) => {
-                Stats::bump(&self.stats.creation_errors);
+                slot.abandon();
+                // Returned to the caller, not kept as the last error, but
+                // counted like any failed connect.
+                self.count_creation_error();
                 Err(PoolError::Backend(e))
             }
             Err(e @ OpenError::TimedOut(_)) => {
-                drop(slot);
+                slot.abandon();
                 self.connect_failed(e);
                 Err(PoolError::Timeout {
                     waited: started.elapsed(),

@@ -2,16 +2,22 @@
 //! pings idle ones (keepalive), refills to `min_size`, reports leaks and
 //! refreshes the exported gauges.
 //!
+//! It wakes every tick: `min(housekeeping_period, leak_detection_threshold,
+//! keepalive_interval, 1 s)`. Every tick refills to `min_size`, reports
+//! leaks and refreshes the gauges; a sweep (retirement and keepalive pings)
+//! runs every `housekeeping_period`, or every tick while keepalive is on, so
+//! a ping is at most one tick late.
+//!
 //! It holds only a `Weak` reference and drops its strong one before
 //! sleeping, so dropping the last `Pool` handle stops it (and drops the
 //! manager once the last checked-out connection is back). It stops on close
 //! too. Nothing on the checkout path depends on it: an expired connection is
 //! refused at checkout anyway, and creation is driven by waiters.
 //!
-//! Each tick takes the idle stack's chain at once (a single CAS), sorts it,
+//! Each sweep takes the idle stack's chain at once (a single CAS), sorts it,
 //! and puts the keepers back in their order. During that instant a caller
 //! finds the stack empty and queues; the keepers are then handed to it
-//! directly.
+//! directly (and `try_get` may find nothing).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -63,11 +69,12 @@ impl<M: ManageConnection> Shared<M> {
         .unwrap_or(MAX_TICK)
     }
 
-    /// One housekeeping pass. `full` runs retirement and keepalive (every
-    /// `housekeeping_period`); every tick refills, checks leaks and exports.
-    pub(crate) async fn housekeep(self: &Arc<Self>, full: bool) {
+    /// One housekeeping pass. `sweep` runs retirement and keepalive (every
+    /// `housekeeping_period`, or every tick while keepalive is on); every
+    /// tick refills, checks leaks and exports.
+    pub(crate) async fn housekeep(self: &Arc<Self>, sweep: bool) {
         let now = self.clock.now();
-        if full {
+        if sweep {
             let to_ping = self.retire_idle(now);
             self.ping(to_ping, now).await;
         }
@@ -98,7 +105,7 @@ impl<M: ManageConnection> Shared<M> {
             taken.push(Handoff { index, entry });
             index = next;
         }
-        let mut open = self.census().total();
+        let mut open = self.open_count();
         let min = self.config.min_size();
         let mut keep = Vec::with_capacity(taken.len());
         let mut to_ping = Vec::new();
@@ -198,7 +205,7 @@ impl<M: ManageConnection> Shared<M> {
 
 /// The housekeeper task.
 async fn run<M: ManageConnection>(weak: Weak<Shared<M>>) {
-    let mut last_full: Option<Instant> = None;
+    let mut last_sweep: Option<Instant> = None;
     loop {
         let tick = {
             let Some(shared) = weak.upgrade() else { return };
@@ -206,13 +213,18 @@ async fn run<M: ManageConnection>(weak: Weak<Shared<M>>) {
                 return;
             }
             let now = Instant::now();
-            let full = last_full.is_none_or(|t| {
-                now.saturating_duration_since(t) >= shared.config.housekeeping_period()
-            });
-            if full {
-                last_full = Some(now);
+            // With keepalive on, sweep on every tick (at most
+            // `keepalive_interval` and 1 s apart), so a connection is pinged
+            // at most one tick after it is due, not up to a whole
+            // `housekeeping_period` later.
+            let sweep = shared.config.keepalive_interval().is_some()
+                || last_sweep.is_none_or(|t| {
+                    now.saturating_duration_since(t) >= shared.config.housekeeping_period()
+                });
+            if sweep {
+                last_sweep = Some(now);
             }
-            shared.housekeep(full).await;
+            shared.housekeep(sweep).await;
             shared.tick()
             // The strong reference is dropped here, before sleeping.
         };

@@ -62,6 +62,10 @@ pub(crate) struct Shared<M: ManageConnection> {
     pub(crate) idle: IndexStack,
     pub(crate) free: IndexStack,
     pub(crate) waiters: WaiterQueue<Handoff<M::Connection>>,
+    /// Slots reserved: connections open or being opened. Changed only when
+    /// a connection is opened or closed (never on checkout or return), so
+    /// the slow paths can read it instead of adding up every slot.
+    pub(crate) open: AtomicU32,
     /// Connector tasks running (bounded by `max_concurrent_connects`).
     pub(crate) connecting: AtomicU32,
     /// `Pool` handles alive; at zero, nothing refills to `min_size` and the
@@ -108,6 +112,7 @@ impl<M: ManageConnection> Shared<M> {
             idle: IndexStack::new(),
             free,
             waiters: WaiterQueue::new(),
+            open: AtomicU32::new(0),
             connecting: AtomicU32::new(0),
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
@@ -120,6 +125,11 @@ impl<M: ManageConnection> Shared<M> {
             export: crate::export::Export::new(config.name()),
             config,
         }
+    }
+
+    /// Connections open or being opened (cheap; see `open`).
+    pub(crate) fn open_count(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// The slots' states added up.
@@ -179,10 +189,11 @@ impl<M: ManageConnection> Shared<M> {
         match self.free.pop(&self.slots.links) {
             Popped::Node(index) => {
                 self.slots.get(index).set(State::Opening);
+                self.open.fetch_add(1, Ordering::Relaxed);
                 Some(Reservation {
                     shared: self.clone(),
                     index,
-                    filled: false,
+                    settled: false,
                 })
             }
             _ => None,
@@ -193,14 +204,20 @@ impl<M: ManageConnection> Shared<M> {
     /// uncounted, so the bound counts the closing connection until it is
     /// really gone.
     pub(crate) fn free_slot(self: &Arc<Self>, index: u16) {
-        self.slots.get(index).set(State::Free);
-        let pushed = self.free.push(&self.slots.links, index);
-        debug_assert!(pushed.is_ok(), "the free list is never closed");
+        self.free_slot_quietly(index);
         if self.is_closed() {
             self.drained.notify_waiters();
         } else {
             self.request_connections();
         }
+    }
+
+    /// Gives a slot back without asking for a replacement connection.
+    fn free_slot_quietly(&self, index: u16) {
+        self.slots.get(index).set(State::Free);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        let pushed = self.free.push(&self.slots.links, index);
+        debug_assert!(pushed.is_ok(), "the free list is never closed");
     }
 
     /// Closes a connection the caller owns and frees its slot.
@@ -267,7 +284,7 @@ impl<M: ManageConnection> Shared<M> {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.census().total() == 0 {
+            if self.open_count() == 0 {
                 return;
             }
             drained.await;
@@ -293,20 +310,27 @@ impl<M: ManageConnection> Shared<M> {
 pub(crate) struct Reservation<M: ManageConnection> {
     shared: Arc<Shared<M>>,
     index: u16,
-    filled: bool,
+    settled: bool,
 }
 
 impl<M: ManageConnection> Reservation<M> {
+    /// Gives the slot back after a failed connect that is reported to the
+    /// caller (`Pool::new`), without starting another connect for it.
+    pub(crate) fn abandon(mut self) {
+        self.settled = true;
+        self.shared.free_slot_quietly(self.index);
+    }
+
     /// Puts the new connection in service.
     pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
-        self.filled = true;
+        self.settled = true;
         self.shared.deliver(self.index, entry);
     }
 }
 
 impl<M: ManageConnection> Drop for Reservation<M> {
     fn drop(&mut self) {
-        if !self.filled {
+        if !self.settled {
             self.shared.free_slot(self.index);
         }
     }

@@ -104,3 +104,16 @@ async fn dropping_the_last_handle_drops_the_manager() {
     assert_eq!(mock.script.alive(), 0);
     assert_eq!(std::sync::Arc::strong_count(&mock.script), 1);
 }
+
+/// A failing `Pool::new` gives its slot back quietly: no refill connect
+/// starts behind the error it is about to return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_new_starts_no_other_connect() {
+    let mock = Mock::default();
+    mock.script.set(&mock.script.fail_connect, true);
+    mock.script.connect_delay_ms.store(5, Ordering::SeqCst);
+    let err = Pool::new(mock.clone(), config(4).min_size(3).build().unwrap()).await;
+    assert!(err.is_err());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(mock.script.connects(), 1);
+}

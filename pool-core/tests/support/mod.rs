@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_core::{async_trait, ManageConnection, PoolConfig, ValidationMode};
@@ -26,6 +26,9 @@ pub struct Script {
     pub fail_reset: AtomicBool,
     pub resets: AtomicU64,
     pub reset_delay_ms: AtomicU64,
+    /// How long each closed connection lived (tokio's clock), in closing
+    /// order.
+    pub lifetimes: Mutex<Vec<Duration>>,
 }
 
 impl Script {
@@ -40,6 +43,9 @@ impl Script {
     }
     pub fn set(&self, flag: &AtomicBool, on: bool) {
         flag.store(on, Ordering::SeqCst);
+    }
+    pub fn lifetimes(&self) -> Vec<Duration> {
+        self.lifetimes.lock().unwrap().clone()
     }
 }
 
@@ -66,6 +72,8 @@ pub struct Conn {
     pub dirty: bool,
     /// Work done through this connection, to see state carried across uses.
     pub uses: Vec<u64>,
+    /// When `connect` made it (tokio's clock, so paused tests control it).
+    pub opened_at: tokio::time::Instant,
     script: Arc<Script>,
 }
 
@@ -78,6 +86,10 @@ impl fmt::Debug for Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.script.alive.fetch_sub(1, Ordering::SeqCst);
+        let lived = self.opened_at.elapsed();
+        if let Ok(mut lifetimes) = self.script.lifetimes.lock() {
+            lifetimes.push(lived);
+        }
     }
 }
 
@@ -107,6 +119,7 @@ impl ManageConnection for Mock {
             broken: false,
             dirty: false,
             uses: Vec::new(),
+            opened_at: tokio::time::Instant::now(),
             script: s.clone(),
         })
     }
