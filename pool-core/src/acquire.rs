@@ -104,12 +104,18 @@ impl<M: ManageConnection> Shared<M> {
     /// `get()` with a total time limit.
     ///
     /// The common case, an idle connection that needs no check, is served
-    /// synchronously by [`Shared::checkout_now`] on the first poll; the rest
-    /// (waiting, validation, hooks, retries) is the async slow path.
+    /// synchronously by [`Shared::checkout_now`] (after one unit of tokio's
+    /// cooperative budget); the rest (waiting, validation, hooks, retries)
+    /// is the async slow path.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         timeout: Duration,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
+        // Take part in tokio's cooperative budget, as its own semaphore does:
+        // a task whose checkouts and queries are always ready would
+        // otherwise loop on its hot connection and starve the tasks queued
+        // behind it on the same worker. Yields only once the budget is spent.
+        tokio::task::consume_budget().await;
         let now = self.clock.now();
         let popped = match self.checkout_now(now)? {
             Fast::Ready(conn) => return Ok(conn),
@@ -261,8 +267,6 @@ impl<M: ManageConnection> Shared<M> {
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats.acquire_wait.record(waited);
-        #[cfg(feature = "metrics")]
-        self.export.acquired(waited);
         self.hand_out(index, entry, now)
     }
 

@@ -2,20 +2,28 @@
 //!
 //! Handles are registered once per pool, labelled `pool = <name>`, so an
 //! event costs one call on a handle, not a registry lookup. What the hot
-//! path would pay for is batched instead: uncontended checkouts are counted
-//! by the pool's own histogram and flushed here (as zero-second waits) on
-//! every housekeeper tick, at most a second apart; gauges are refreshed on
-//! the same tick. Only the hold (usage) time is recorded per return.
+//! path would pay for is batched instead: acquire waits and hold times go
+//! to the pool's own lock-free histograms (one atomic add each), and every
+//! housekeeper tick, at most a second apart, sends the exporter what each
+//! bucket gained since the last tick (`record_many` at the bucket's
+//! midpoint, within 6.25 % of every sample in it); checkouts are counted per
+//! slot and flushed the same way, and gauges are refreshed on that tick.
+//! A recorder that is slow under contention (a Prometheus exporter's atomic
+//! buckets cost a third of a contended checkout's throughput when fed per
+//! event) is thus never on the hot path. Rare events (connects, timeouts,
+//! evictions, leaks) are recorded when they happen.
 //!
 //! The names follow HikariCP's, with a `pool_` prefix; the README lists them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use pool_api::PoolState;
 
-use crate::stats::Reason;
+use crate::stats::{Histogram as PoolHistogram, Reason};
+use crate::sync::lock_std as lock;
 
 pub(crate) struct Export {
     total: Gauge,
@@ -34,10 +42,11 @@ pub(crate) struct Export {
     acquire_seconds: Histogram,
     usage_seconds: Histogram,
     creation_seconds: Histogram,
-    /// Zero-wait checkouts already flushed to `acquire_seconds`.
-    flushed_zero: AtomicU64,
     /// Checkouts already flushed to `acquired`.
     flushed_acquired: AtomicU64,
+    /// Bucket counts already flushed, per histogram (housekeeper only).
+    flushed_waits: Mutex<Vec<u64>>,
+    flushed_holds: Mutex<Vec<u64>>,
 }
 
 impl std::fmt::Debug for Export {
@@ -72,20 +81,10 @@ impl Export {
             acquire_seconds: histogram!("pool_connections_acquire_seconds", &l()),
             usage_seconds: histogram!("pool_connections_usage_seconds", &l()),
             creation_seconds: histogram!("pool_connections_creation_seconds", &l()),
-            flushed_zero: AtomicU64::new(0),
             flushed_acquired: AtomicU64::new(0),
+            flushed_waits: Mutex::new(Vec::new()),
+            flushed_holds: Mutex::new(Vec::new()),
         }
-    }
-
-    /// A checkout that waited (uncontended ones are flushed in `refresh`).
-    pub(crate) fn acquired(&self, waited: Duration) {
-        if !waited.is_zero() {
-            self.acquire_seconds.record(waited);
-        }
-    }
-
-    pub(crate) fn held(&self, d: Duration) {
-        self.usage_seconds.record(d);
     }
 
     pub(crate) fn created(&self, d: Duration) {
@@ -109,10 +108,18 @@ impl Export {
         self.evicted[reason as usize].increment(1);
     }
 
-    /// Sets the gauges and flushes the batched checkout counts.
-    /// `acquired` is the pool's checkout count, `zero_waits` how many of them
-    /// did not wait.
-    pub(crate) fn refresh(&self, state: PoolState, min: u32, acquired: u64, zero_waits: u64) {
+    /// Sets the gauges and flushes the batched figures: `acquired` is the
+    /// pool's checkout count, `fast` how many of them were counted per slot
+    /// (no wait, not in `waits`).
+    pub(crate) fn refresh(
+        &self,
+        state: PoolState,
+        min: u32,
+        acquired: u64,
+        fast: u64,
+        waits: &PoolHistogram,
+        holds: &PoolHistogram,
+    ) {
         self.total.set(f64::from(state.total));
         self.idle.set(f64::from(state.idle));
         self.active.set(f64::from(state.in_use));
@@ -122,11 +129,27 @@ impl Export {
         self.min.set(f64::from(min));
         let before = self.flushed_acquired.swap(acquired, Ordering::Relaxed);
         self.acquired.increment(acquired.saturating_sub(before));
-        let before = self.flushed_zero.swap(zero_waits, Ordering::Relaxed);
-        let new = zero_waits.saturating_sub(before);
+        flush(&self.acquire_seconds, &self.flushed_waits, waits, fast);
+        flush(&self.usage_seconds, &self.flushed_holds, holds, 0);
+    }
+}
+
+/// Sends `to` what each bucket of `from` gained since the last flush
+/// (`extra_zeros` counts as part of the zero bucket).
+fn flush(to: &Histogram, flushed: &Mutex<Vec<u64>>, from: &PoolHistogram, extra_zeros: u64) {
+    let mut flushed = lock(flushed);
+    for (i, (nanos, mut count)) in from.buckets().enumerate() {
+        if i == 0 {
+            count += extra_zeros;
+        }
+        if flushed.len() <= i {
+            flushed.push(0);
+        }
+        let new = count.saturating_sub(flushed[i]);
         if new > 0 {
-            self.acquire_seconds
-                .record_many(0.0, usize::try_from(new).unwrap_or(usize::MAX));
+            flushed[i] = count;
+            let seconds = Duration::from_nanos(nanos).as_secs_f64();
+            to.record_many(seconds, usize::try_from(new).unwrap_or(usize::MAX));
         }
     }
 }

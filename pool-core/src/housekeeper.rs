@@ -88,7 +88,9 @@ impl<M: ManageConnection> Shared<M> {
                 self.state(),
                 self.config.min_size(),
                 summary.count,
-                self.stats.acquire_wait.zero_count() + fast,
+                fast,
+                &self.stats.acquire_wait,
+                &self.stats.hold,
             );
         }
     }

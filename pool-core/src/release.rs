@@ -30,7 +30,7 @@ impl<M: ManageConnection> Shared<M> {
             }
         }
         #[cfg(feature = "metrics")]
-        self.export.held(held);
+        self.stats.hold.record_bucket(held);
     }
 
     /// Forgets an in-use connection the caller took away (`detach`).

@@ -78,10 +78,24 @@ impl Histogram {
         }
     }
 
-    /// Values recorded as zero.
+    /// Counts `d` in its bucket only, without the sum and maximum: one
+    /// atomic add, for figures that are only ever exported as a
+    /// distribution.
     #[cfg(feature = "metrics")]
-    pub(crate) fn zero_count(&self) -> u64 {
-        self.buckets[0].load(Ordering::Relaxed)
+    #[inline]
+    pub(crate) fn record_bucket(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The bucket counts now, with each bucket's representative value in
+    /// nanoseconds: for exporting the distribution in batches.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .map(|(b, c)| (value_of(b), c.load(Ordering::Relaxed)))
     }
 
     pub(crate) fn count(&self) -> u64 {
@@ -180,6 +194,9 @@ impl Reason {
 #[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) acquire_wait: Histogram,
+    /// Hold (usage) times, for the export only.
+    #[cfg(feature = "metrics")]
+    pub(crate) hold: Histogram,
     pub(crate) timeouts: AtomicU64,
     pub(crate) creations: AtomicU64,
     pub(crate) creation_errors: AtomicU64,
@@ -191,6 +208,8 @@ impl Stats {
     pub(crate) fn new() -> Self {
         Self {
             acquire_wait: Histogram::new(),
+            #[cfg(feature = "metrics")]
+            hold: Histogram::new(),
             timeouts: AtomicU64::new(0),
             creations: AtomicU64::new(0),
             creation_errors: AtomicU64::new(0),
