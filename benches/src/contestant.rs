@@ -1,0 +1,120 @@
+//! The one interface every pool is driven through.
+
+use std::future::Future;
+
+/// A pool under test, seen as the scenarios see it: get a guard, reach the
+/// connection through it, drop it to give the connection back.
+///
+/// Implementations are thin: one call into the pool's own `get`, errors turned
+/// into text. Every contestant pays the same wrapper cost.
+pub trait Contestant: Clone + Send + Sync + 'static {
+    /// The pooled connection.
+    type Conn: Send;
+    /// What the pool hands out; dropping it returns the connection.
+    type Guard<'a>: Send + 'a
+    where
+        Self: 'a;
+
+    /// Checks out a connection, within the pool's own acquire timeout.
+    fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send + '_;
+
+    /// The connection behind a guard.
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Self::Conn;
+
+    /// Closes the pool where it can be closed (database pools release their
+    /// server connections before the next contestant starts).
+    fn shutdown(self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// The no-op contestants, in table order. `Floor` is the reference loop, not
+/// a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// This pool (`pool-core`).
+    Ours,
+    /// deadpool, managed pool.
+    Deadpool,
+    /// bb8.
+    Bb8,
+    /// qp.
+    Qp,
+    /// mobc.
+    Mobc,
+    /// fastpool, bounded pool.
+    Fastpool,
+    /// A bare `tokio::sync::Semaphore` plus a crossbeam `ArrayQueue`.
+    Floor,
+}
+
+impl Kind {
+    /// Every no-op contestant, ours first, the floor last.
+    pub const ALL: [Kind; 7] = [
+        Kind::Ours,
+        Kind::Deadpool,
+        Kind::Bb8,
+        Kind::Qp,
+        Kind::Mobc,
+        Kind::Fastpool,
+        Kind::Floor,
+    ];
+
+    /// The peers (neither ours nor the floor).
+    pub fn is_peer(self) -> bool {
+        !matches!(self, Kind::Ours | Kind::Floor)
+    }
+
+    /// Column label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Ours => "ours",
+            Kind::Deadpool => "deadpool",
+            Kind::Bb8 => "bb8",
+            Kind::Qp => "qp",
+            Kind::Mobc => "mobc",
+            Kind::Fastpool => "fastpool",
+            Kind::Floor => "floor",
+        }
+    }
+}
+
+/// Runs `$body` with `$pool` bound to a freshly built no-op pool of `$kind`
+/// (built from the [`FakeSpec`](crate::fake::FakeSpec) `$spec`).
+#[macro_export]
+macro_rules! with_noop_pool {
+    ($kind:expr, $spec:expr, |$pool:ident| $body:expr) => {{
+        use $crate::pools::noop;
+        match $kind {
+            $crate::Kind::Ours => {
+                let $pool = noop::Ours::build($spec).await;
+                $body
+            }
+            $crate::Kind::Deadpool => {
+                let $pool = noop::Deadpool::build($spec).await;
+                $body
+            }
+            $crate::Kind::Bb8 => {
+                let $pool = noop::Bb8::build($spec).await;
+                $body
+            }
+            $crate::Kind::Qp => {
+                let $pool = noop::Qp::build($spec).await;
+                $body
+            }
+            $crate::Kind::Mobc => {
+                let $pool = noop::Mobc::build($spec).await;
+                $body
+            }
+            $crate::Kind::Fastpool => {
+                let $pool = noop::Fastpool::build($spec).await;
+                $body
+            }
+            $crate::Kind::Floor => {
+                let $pool = noop::Floor::build($spec).await;
+                $body
+            }
+        }
+    }};
+}

@@ -1,0 +1,208 @@
+//! PostgreSQL over tokio-postgres: ours with a small local manager, against
+//! deadpool-postgres and bb8-postgres. All use `NoTls` on loopback.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use crate::contestant::Contestant;
+
+/// The query every database scenario runs, over whichever driver.
+pub trait Select1: Send {
+    /// Runs `SELECT 1` in one round trip.
+    fn select1(&mut self) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+impl Select1 for Client {
+    async fn select1(&mut self) -> Result<(), String> {
+        self.simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// How a database pool is set up in a run.
+#[derive(Debug, Clone)]
+pub struct DbSpec {
+    /// `postgres://…` URL.
+    pub url: String,
+    /// Max connections.
+    pub max_size: u32,
+    /// Each pool's test-on-checkout (ours: `ValidationMode::IsValid` with its
+    /// default 500 ms bypass window).
+    pub validate: bool,
+    /// Acquire timeout, the same for every pool.
+    pub acquire_timeout: Duration,
+}
+
+/// A tokio-postgres manager for `pool_core`, local to the benches: connect,
+/// drive the connection on its own task, ping with an empty simple query.
+#[derive(Debug, Clone)]
+pub struct TpManager {
+    config: tokio_postgres::Config,
+}
+
+impl TpManager {
+    /// From a `postgres://` URL.
+    pub fn new(url: &str) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            config: url.parse()?,
+        })
+    }
+}
+
+#[pool_core::async_trait]
+impl pool_core::ManageConnection for TpManager {
+    type Connection = Client;
+    type Error = tokio_postgres::Error;
+
+    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = self.config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                eprintln!("tokio-postgres connection ended: {e}");
+            }
+        });
+        Ok(client)
+    }
+
+    async fn is_valid(&self, conn: &mut Client) -> Result<(), tokio_postgres::Error> {
+        conn.simple_query("").await.map(drop)
+    }
+
+    fn has_broken(&self, conn: &mut Client) -> bool {
+        conn.is_closed()
+    }
+}
+
+fn our_config(spec: &DbSpec) -> pool_core::PoolConfig {
+    let mode = if spec.validate {
+        pool_core::ValidationMode::IsValid
+    } else {
+        pool_core::ValidationMode::None
+    };
+    pool_core::PoolConfig::builder()
+        .name("bench-pg")
+        .max_size(spec.max_size)
+        .acquire_timeout(spec.acquire_timeout)
+        .validation_mode(mode)
+        .build()
+        .expect("valid config")
+}
+
+/// `pool_core::Pool` over [`TpManager`].
+#[derive(Debug, Clone)]
+pub struct OursTp(pub pool_core::Pool<TpManager>);
+
+impl OursTp {
+    /// Connects one connection first, like every `Pool::new`.
+    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
+        let manager = TpManager::new(&spec.url).map_err(|e| e.to_string())?;
+        let pool = pool_core::Pool::new(manager, our_config(spec))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self(pool))
+    }
+}
+
+impl Contestant for OursTp {
+    type Conn = Client;
+    type Guard<'a> = pool_core::PooledConnection<TpManager>;
+
+    async fn get(&self) -> Result<Self::Guard<'_>, String> {
+        self.0.get().await.map_err(|e| e.to_string())
+    }
+
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
+        guard
+    }
+
+    async fn shutdown(self) {
+        self.0.close().await;
+    }
+}
+
+/// deadpool-postgres: `RecyclingMethod::Fast` (an `is_closed` check) with
+/// validation off, `Verified` (an empty query at every checkout) with it on.
+#[derive(Debug, Clone)]
+pub struct DeadpoolPg(pub deadpool_postgres::Pool);
+
+impl DeadpoolPg {
+    /// Builds the pool and checks one connection out, so a dead server is
+    /// reported here.
+    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
+        let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
+        let recycling_method = if spec.validate {
+            deadpool_postgres::RecyclingMethod::Verified
+        } else {
+            deadpool_postgres::RecyclingMethod::Fast
+        };
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            NoTls,
+            deadpool_postgres::ManagerConfig { recycling_method },
+        );
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(spec.max_size as usize)
+            .wait_timeout(Some(spec.acquire_timeout))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| e.to_string())?;
+        drop(pool.get().await.map_err(|e| e.to_string())?);
+        Ok(Self(pool))
+    }
+}
+
+impl Contestant for DeadpoolPg {
+    type Conn = Client;
+    type Guard<'a> = deadpool_postgres::Object;
+
+    async fn get(&self) -> Result<Self::Guard<'_>, String> {
+        self.0.get().await.map_err(|e| e.to_string())
+    }
+
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
+        guard
+    }
+
+    async fn shutdown(self) {
+        self.0.close();
+    }
+}
+
+type Bb8Manager = bb8_postgres::PostgresConnectionManager<NoTls>;
+
+/// bb8-postgres, `test_on_check_out` as its validation switch.
+#[derive(Debug, Clone)]
+pub struct Bb8Pg(pub bb8::Pool<Bb8Manager>);
+
+impl Bb8Pg {
+    /// `build` opens one connection (its default `min_idle` is none).
+    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
+        let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
+        let pool = bb8::Pool::builder()
+            .max_size(spec.max_size)
+            .connection_timeout(spec.acquire_timeout)
+            .test_on_check_out(spec.validate)
+            .build(bb8_postgres::PostgresConnectionManager::new(config, NoTls))
+            .await
+            .map_err(|e| e.to_string())?;
+        drop(pool.get().await.map_err(|e| format!("{e:?}"))?);
+        Ok(Self(pool))
+    }
+}
+
+impl Contestant for Bb8Pg {
+    type Conn = Client;
+    type Guard<'a> = bb8::PooledConnection<'a, Bb8Manager>;
+
+    async fn get(&self) -> Result<Self::Guard<'_>, String> {
+        self.0.get().await.map_err(|e| format!("{e:?}"))
+    }
+
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
+        guard
+    }
+}

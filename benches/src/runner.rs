@@ -1,0 +1,227 @@
+//! The task loop shared by the contended scenarios, with its watchdog.
+//!
+//! `tasks` tasks each loop: get, do the [`Work`] while holding, drop, count.
+//! The loop stops when the run's time is up (or a task reaches its cycle
+//! cap); the tasks then get `grace` to finish their last cycle. Tasks still
+//! running after that are stuck: they are aborted and the run is marked
+//! invalid. Each task publishes its count as it goes, so a stuck run still
+//! reports what completed.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::contestant::Contestant;
+use crate::stats;
+
+/// What a task does while it holds a connection.
+pub trait Work<C>: Clone + Send + Sync + 'static {
+    /// Uses the connection once.
+    fn run<'c>(&'c self, conn: &'c mut C) -> impl Future<Output = Result<(), String>> + Send + 'c;
+}
+
+/// One `yield_now().await` while holding (S2, S3).
+#[derive(Debug, Clone, Copy)]
+pub struct YieldOnce;
+
+impl<C: Send> Work<C> for YieldOnce {
+    async fn run<'c>(&'c self, _conn: &'c mut C) -> Result<(), String> {
+        tokio::task::yield_now().await;
+        Ok(())
+    }
+}
+
+/// A timed "query": sleep while holding (S4).
+#[derive(Debug, Clone, Copy)]
+pub struct SleepFor(pub Duration);
+
+impl<C: Send> Work<C> for SleepFor {
+    async fn run<'c>(&'c self, _conn: &'c mut C) -> Result<(), String> {
+        tokio::time::sleep(self.0).await;
+        Ok(())
+    }
+}
+
+/// `SELECT 1` on a real connection (S5).
+#[derive(Debug, Clone, Copy)]
+pub struct Query;
+
+impl<C: crate::pools::pg::Select1> Work<C> for Query {
+    async fn run<'c>(&'c self, conn: &'c mut C) -> Result<(), String> {
+        conn.select1().await
+    }
+}
+
+/// Shape of one run.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Concurrent tasks.
+    pub tasks: usize,
+    /// How long the loop runs.
+    pub duration: Duration,
+    /// Cap on cycles per task (the count bound).
+    pub max_cycles_per_task: u64,
+    /// Time allowed after the stop for every task to finish.
+    pub grace: Duration,
+    /// Record each acquire wait and each whole cycle (get + work)?
+    pub record: bool,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOutcome {
+    /// Completed cycles per task.
+    pub per_task: Vec<u64>,
+    /// Acquire waits, ns (when recorded).
+    pub waits_ns: Vec<u64>,
+    /// Whole cycles (get + work + drop), ns (when recorded).
+    pub cycles_ns: Vec<u64>,
+    /// From the start until the last task finished (or the watchdog fired).
+    pub elapsed: Duration,
+    /// Tasks did not finish within `grace` after the stop.
+    pub stuck: bool,
+    /// `get` or work errors (a task stops at its first).
+    pub errors: u64,
+    /// The first error's text.
+    pub first_error: Option<String>,
+}
+
+impl LoadOutcome {
+    /// All completed cycles.
+    pub fn total(&self) -> u64 {
+        self.per_task.iter().sum()
+    }
+
+    /// Cycles per second.
+    pub fn rate(&self) -> f64 {
+        self.total() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Jain's index of [`per_task`](Self::per_task).
+    pub fn jain(&self) -> f64 {
+        stats::jain(&self.per_task)
+    }
+}
+
+struct TaskResult {
+    waits: Vec<u64>,
+    cycles: Vec<u64>,
+    error: Option<String>,
+}
+
+/// Most samples a task records, so memory stays bounded.
+const MAX_SAMPLES_PER_TASK: usize = 200_000;
+
+/// Runs the loop on the current runtime.
+pub async fn run_load<P, W>(pool: &P, work: W, spec: &LoadSpec) -> LoadOutcome
+where
+    P: Contestant,
+    W: Work<P::Conn>,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Arc<Vec<AtomicU64>> =
+        Arc::new((0..spec.tasks).map(|_| AtomicU64::new(0)).collect());
+    let start_gate = Arc::new(tokio::sync::Barrier::new(spec.tasks + 1));
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..spec.tasks {
+        let (pool, work, stop, counts, gate) = (
+            pool.clone(),
+            work.clone(),
+            stop.clone(),
+            counts.clone(),
+            start_gate.clone(),
+        );
+        let (cap, record) = (spec.max_cycles_per_task, spec.record);
+        set.spawn(async move {
+            gate.wait().await;
+            let mut r = TaskResult {
+                waits: Vec::new(),
+                cycles: Vec::new(),
+                error: None,
+            };
+            let mut done = 0u64;
+            while done < cap && !stop.load(Ordering::Relaxed) {
+                let t0 = record.then(Instant::now);
+                let mut guard = match pool.get().await {
+                    Ok(g) => g,
+                    Err(e) => {
+                        r.error = Some(e);
+                        break;
+                    }
+                };
+                if let Some(t0) = t0 {
+                    if r.waits.len() < MAX_SAMPLES_PER_TASK {
+                        r.waits.push(t0.elapsed().as_nanos() as u64);
+                    }
+                }
+                let res = work.run(P::conn(&mut guard)).await;
+                drop(guard);
+                if let Err(e) = res {
+                    r.error = Some(e);
+                    break;
+                }
+                if let Some(t0) = t0 {
+                    if r.cycles.len() < MAX_SAMPLES_PER_TASK {
+                        r.cycles.push(t0.elapsed().as_nanos() as u64);
+                    }
+                }
+                done += 1;
+                if done & 31 == 0 {
+                    counts[i].store(done, Ordering::Relaxed);
+                }
+            }
+            counts[i].store(done, Ordering::Relaxed);
+            r
+        });
+    }
+    start_gate.wait().await;
+    let started = Instant::now();
+    tokio::time::sleep(spec.duration).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut out = LoadOutcome::default();
+    let drained = tokio::time::timeout(spec.grace, async {
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok(r) => {
+                    out.waits_ns.extend(r.waits);
+                    out.cycles_ns.extend(r.cycles);
+                    if let Some(e) = r.error {
+                        out.errors += 1;
+                        out.first_error.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    out.errors += 1;
+                    out.first_error.get_or_insert(e.to_string());
+                }
+            }
+        }
+    })
+    .await;
+    out.elapsed = started.elapsed();
+    if drained.is_err() {
+        out.stuck = true;
+        set.abort_all();
+    }
+    out.per_task = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    out
+}
+
+/// A fresh multi-thread runtime with `workers` worker threads.
+pub fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A fresh current-thread runtime.
+pub fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}

@@ -1,0 +1,142 @@
+//! S2 (throughput under contention) and S3 (handoff under exhaustion): the
+//! same task loop on a 2-worker runtime, one fresh runtime and pool per run.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::contestant::{Contestant, Kind};
+use crate::fake::FakeSpec;
+use crate::runner::{multi_thread, run_load, LoadOutcome, LoadSpec, YieldOnce};
+use crate::stats::{self, median, FAIR_ENOUGH};
+use crate::with_noop_pool;
+
+/// Counts and bounds of the S2/S3 runs.
+#[derive(Debug, Clone)]
+pub struct LoadSettings {
+    /// Pool sizes.
+    pub pool_sizes: Vec<u32>,
+    /// Task counts.
+    pub tasks: Vec<usize>,
+    /// Length of one run.
+    pub duration: Duration,
+    /// Watchdog: time allowed after the stop for the tasks to finish.
+    pub grace: Duration,
+    /// Repeats of every point, interleaved across contestants.
+    pub repeats: usize,
+    /// Record acquire waits (S3).
+    pub record: bool,
+}
+
+/// One contestant at one (pool size, tasks) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadRow {
+    /// Contestant.
+    pub pool: String,
+    /// Pool size.
+    pub pool_size: u32,
+    /// Tasks.
+    pub tasks: usize,
+    /// Median cycles per second over the repeats.
+    pub cycles_per_sec: f64,
+    /// Every repeat's cycles per second.
+    pub runs: Vec<f64>,
+    /// Lowest Jain's index over the repeats.
+    pub jain: f64,
+    /// Fewest and most cycles one task completed (in the worst-Jain run).
+    pub min_task: u64,
+    /// See `min_task`.
+    pub max_task: u64,
+    /// A repeat's tasks got stuck past the watchdog.
+    pub stuck: bool,
+    /// Errors over all repeats, with the first one's text.
+    pub errors: u64,
+    /// The first error, if any.
+    pub first_error: Option<String>,
+    /// Acquire wait p50 / p99 / max in µs (S3 only; medians of the repeats,
+    /// max over them).
+    pub wait_us: Option<[f64; 3]>,
+    /// Not stuck, no errors, Jain ≥ `FAIR_ENOUGH`.
+    pub valid: bool,
+}
+
+/// One run of one contestant: fresh runtime, fresh pool.
+pub fn run_once(kind: Kind, pool_size: u32, spec: &LoadSpec) -> LoadOutcome {
+    let rt = multi_thread(2);
+    let fake = FakeSpec::noop(pool_size);
+    let out = rt.block_on(async {
+        with_noop_pool!(kind, &fake, |pool| {
+            let out = run_load(&pool, YieldOnce, spec).await;
+            if !out.stuck {
+                pool.shutdown().await;
+            }
+            out
+        })
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    out
+}
+
+/// Runs every point for every contestant in `kinds`.
+pub fn run(kinds: &[Kind], s: &LoadSettings) -> Vec<LoadRow> {
+    let mut rows = Vec::new();
+    for &pool_size in &s.pool_sizes {
+        for &tasks in &s.tasks {
+            let spec = LoadSpec {
+                tasks,
+                duration: s.duration,
+                max_cycles_per_task: 10_000_000,
+                grace: s.grace,
+                record: s.record,
+            };
+            let mut outs: Vec<Vec<LoadOutcome>> = vec![Vec::new(); kinds.len()];
+            for _ in 0..s.repeats {
+                for (i, &kind) in kinds.iter().enumerate() {
+                    outs[i].push(run_once(kind, pool_size, &spec));
+                }
+            }
+            for (kind, outs) in kinds.iter().zip(outs) {
+                rows.push(row(*kind, pool_size, tasks, outs));
+            }
+        }
+    }
+    rows
+}
+
+fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> LoadRow {
+    let runs: Vec<f64> = outs.iter().map(LoadOutcome::rate).collect();
+    let worst = outs
+        .iter()
+        .min_by(|a, b| a.jain().total_cmp(&b.jain()))
+        .expect("at least one repeat");
+    let jain = worst.jain();
+    let min_task = worst.per_task.iter().copied().min().unwrap_or(0);
+    let max_task = worst.per_task.iter().copied().max().unwrap_or(0);
+    let stuck = outs.iter().any(|o| o.stuck);
+    let errors = outs.iter().map(|o| o.errors).sum();
+    let first_error = outs.iter().find_map(|o| o.first_error.clone());
+    let wait_us = outs.iter().all(|o| !o.waits_ns.is_empty()).then(|| {
+        let per: Vec<[u64; 3]> = outs
+            .iter_mut()
+            .map(|o| stats::summary(&mut o.waits_ns))
+            .collect();
+        let us = |i: usize| per.iter().map(|p| p[i] as f64 / 1e3).collect::<Vec<_>>();
+        let max = us(2).into_iter().fold(0.0, f64::max);
+        [median(&us(0)), median(&us(1)), max]
+    });
+    LoadRow {
+        pool: kind.label().to_owned(),
+        pool_size,
+        tasks,
+        cycles_per_sec: median(&runs),
+        runs,
+        jain,
+        min_task,
+        max_task,
+        stuck,
+        errors,
+        first_error,
+        wait_us,
+        valid: !stuck && errors == 0 && jain >= FAIR_ENOUGH,
+    }
+}

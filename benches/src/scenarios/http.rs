@@ -1,0 +1,271 @@
+//! S7: a small axum service whose one handler runs `SELECT 1` through the
+//! pool, built once per pool and loaded by `wrk` on 127.0.0.1 for a bounded
+//! time at a few connection counts; requests per second and p99.
+//!
+//! The server runs on a 2-worker runtime; `wrk` (one thread) shares the
+//! same two cores, as a load generator on the same box does.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use serde::Serialize;
+
+use crate::contestant::Contestant;
+use crate::pools::pg::{DbSpec, Select1};
+use crate::runner::multi_thread;
+use crate::scenarios::db::DbKind;
+use crate::scenarios::spike::prewarm;
+use crate::stats::median;
+use crate::with_db_pool;
+
+/// Counts and bounds of S7.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `postgres://…`.
+    pub url: String,
+    /// Pool size.
+    pub pool_size: u32,
+    /// `wrk -c` values.
+    pub connections: Vec<u32>,
+    /// `wrk -d`, whole seconds.
+    pub seconds: u32,
+    /// Rounds over all pools (medians reported).
+    pub repeats: usize,
+}
+
+/// One pool's service at one connection count.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpRow {
+    /// Driver family.
+    pub family: String,
+    /// Contestant.
+    pub pool: String,
+    /// wrk connections.
+    pub connections: u32,
+    /// Requests per second (wrk's figure).
+    pub rps: f64,
+    /// p50 / p99 latency in µs (wrk's `--latency` figures).
+    pub latency_us: [f64; 2],
+    /// Non-2xx responses and socket errors wrk counted.
+    pub errors: u64,
+    /// What went wrong, if anything.
+    pub note: Option<String>,
+    /// Served with no errors.
+    pub valid: bool,
+}
+
+async fn handle<P>(State(pool): State<P>) -> (StatusCode, &'static str)
+where
+    P: Contestant,
+    P::Conn: Select1,
+{
+    let Ok(mut guard) = pool.get().await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no connection");
+    };
+    match P::conn(&mut guard).select1().await {
+        Ok(()) => (StatusCode::OK, "1"),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "query failed"),
+    }
+}
+
+/// Whether `wrk` is on the PATH.
+pub fn wrk_available() -> bool {
+    std::process::Command::new("wrk")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// What wrk reports for one load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WrkFigures {
+    /// Requests per second.
+    pub rps: f64,
+    /// Latency p50, µs.
+    pub p50_us: f64,
+    /// Latency p99, µs.
+    pub p99_us: f64,
+    /// Non-2xx responses plus socket errors.
+    pub errors: u64,
+}
+
+/// Parses wrk's `--latency` output.
+pub fn parse_wrk(out: &str) -> Option<WrkFigures> {
+    let mut rps = None;
+    let (mut p50, mut p99, mut errors) = (None, None, 0u64);
+    for line in out.lines().map(str::trim) {
+        if let Some(v) = line.strip_prefix("Requests/sec:") {
+            rps = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("50%") {
+            p50 = parse_duration_us(v.trim());
+        } else if let Some(v) = line.strip_prefix("99%") {
+            p99 = parse_duration_us(v.trim());
+        } else if let Some(v) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            errors += v.trim().parse::<u64>().unwrap_or(1);
+        } else if let Some(v) = line.strip_prefix("Socket errors:") {
+            // "connect 0, read 0, write 0, timeout 0"
+            errors += v
+                .split(',')
+                .filter_map(|part| part.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    Some(WrkFigures {
+        rps: rps?,
+        p50_us: p50?,
+        p99_us: p99?,
+        errors,
+    })
+}
+
+/// "1.23ms" / "850.00us" / "2.01s" → µs.
+fn parse_duration_us(v: &str) -> Option<f64> {
+    let split = v.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => n,
+        "ms" => n * 1e3,
+        "s" => n * 1e6,
+        "m" => n * 60e6,
+        _ => return None,
+    })
+}
+
+async fn load(port: u16, connections: u32, seconds: u32) -> Result<WrkFigures, String> {
+    let url = format!("http://127.0.0.1:{port}/");
+    let child = tokio::process::Command::new("wrk")
+        .args(["-t1", "--latency", "--timeout", "5s"])
+        .arg(format!("-c{connections}"))
+        .arg(format!("-d{seconds}s"))
+        .arg(&url)
+        .kill_on_drop(true)
+        .output();
+    let limit = Duration::from_secs(u64::from(seconds) + 15);
+    let out = tokio::time::timeout(limit, child)
+        .await
+        .map_err(|_| "wrk did not finish in time".to_owned())?
+        .map_err(|e| format!("wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_wrk(&text).ok_or_else(|| format!("unreadable wrk output: {text}"))
+}
+
+async fn serve_and_load<P>(pool: P, s: &HttpSettings) -> Loaded
+where
+    P: Contestant,
+    P::Conn: Select1,
+{
+    if let Err(e) = prewarm(&pool, s.pool_size).await {
+        return vec![(0, Err(format!("warm-up: {e}")))];
+    }
+    let app = Router::new()
+        .route("/", get(handle::<P>))
+        .with_state(pool.clone());
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => return vec![(0, Err(e.to_string()))],
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let mut results = Vec::new();
+    for &c in &s.connections {
+        results.push((c, load(port, c, s.seconds).await));
+    }
+    let _ = stop_tx.send(());
+    if tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .is_err()
+    {
+        eprintln!("S7: server did not stop within 5 s");
+    }
+    pool.shutdown().await;
+    results
+}
+
+/// Per connection count, wrk's figures or what went wrong; connection count
+/// 0 stands for every count (the service could not start).
+type Loaded = Vec<(u32, Result<WrkFigures, String>)>;
+
+/// One service per pool: build, serve, load at every connection count.
+fn run_once(kind: DbKind, s: &HttpSettings) -> Loaded {
+    let spec = DbSpec {
+        url: s.url.clone(),
+        max_size: s.pool_size,
+        validate: false,
+        acquire_timeout: Duration::from_secs(30),
+    };
+    let rt = multi_thread(2);
+    let got =
+        rt.block_on(async { with_db_pool!(kind, &spec, |pool| serve_and_load(pool, s).await) });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    got.unwrap_or_else(|e| s.connections.iter().map(|&c| (c, Err(e.clone()))).collect())
+}
+
+/// S7 for every contestant in `kinds`: `repeats` rounds, interleaved across
+/// pools; medians of rps and latency, errors summed.
+pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
+    let mut runs: Vec<Vec<Loaded>> = vec![Vec::new(); kinds.len()];
+    for _ in 0..s.repeats.max(1) {
+        for (i, &kind) in kinds.iter().enumerate() {
+            runs[i].push(run_once(kind, s));
+        }
+    }
+    let mut rows = Vec::new();
+    for (&kind, rounds) in kinds.iter().zip(runs) {
+        for &connections in &s.connections {
+            let got: Vec<&Result<WrkFigures, String>> = rounds
+                .iter()
+                .flat_map(|round| round.iter().filter(|(c, _)| *c == connections || *c == 0))
+                .map(|(_, r)| r)
+                .collect();
+            let ok: Vec<&WrkFigures> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+            let note = got.iter().find_map(|r| r.as_ref().err().cloned());
+            let pick =
+                |f: fn(&WrkFigures) -> f64| median(&ok.iter().map(|x| f(x)).collect::<Vec<_>>());
+            let errors = ok.iter().map(|x| x.errors).sum::<u64>() + (got.len() - ok.len()) as u64;
+            rows.push(HttpRow {
+                family: kind.family().to_owned(),
+                pool: kind.label().to_owned(),
+                connections,
+                rps: if ok.is_empty() { 0.0 } else { pick(|x| x.rps) },
+                latency_us: if ok.is_empty() {
+                    [0.0; 2]
+                } else {
+                    [pick(|x| x.p50_us), pick(|x| x.p99_us)]
+                },
+                errors,
+                valid: errors == 0 && !ok.is_empty(),
+                note,
+            });
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_wrk_output() {
+        let out = "Running 1s test @ http://127.0.0.1:1/\n  Latency Distribution\n     50%  410.00us\n     75%  1.00ms\n     90%    1.20ms\n     99%    2.50ms\n  1000 requests in 1.00s, 100KB read\n  Socket errors: connect 0, read 2, write 0, timeout 1\nRequests/sec:   9876.54\n";
+        let w = parse_wrk(out).expect("parses");
+        assert_eq!(w.rps, 9876.54);
+        assert_eq!(w.p50_us, 410.0);
+        assert_eq!(w.p99_us, 2500.0);
+        assert_eq!(w.errors, 3);
+    }
+}

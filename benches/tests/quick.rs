@@ -1,0 +1,130 @@
+//! The harness builds and every scenario runs with tiny counts. No timing is
+//! asserted: these are benchmarks, checked here only for running to the end
+//! and reporting. The database scenarios run only when `DATABASE_URL` is set
+//! (S7 also needs `wrk`).
+
+use std::time::Duration;
+
+use pool_benches::report::Report;
+use pool_benches::scenarios::contended::{self, LoadSettings};
+use pool_benches::scenarios::db::{self, DbKind, DbSettings};
+use pool_benches::scenarios::http::{self, HttpSettings};
+use pool_benches::scenarios::options::{self, OptionSettings};
+use pool_benches::scenarios::spike::{self, SpikeSettings};
+use pool_benches::scenarios::uncontended::{self, S1Settings};
+use pool_benches::{plot, Kind};
+
+fn tiny_load(pool_sizes: Vec<u32>, tasks: Vec<usize>, record: bool) -> LoadSettings {
+    LoadSettings {
+        pool_sizes,
+        tasks,
+        duration: Duration::from_millis(20),
+        grace: Duration::from_millis(500),
+        repeats: 1,
+        record,
+    }
+}
+
+#[test]
+fn quick_scenarios_run_and_report() {
+    let mut report = Report::default();
+    let s1 = S1Settings {
+        pool_size: 4,
+        iters: 2_048,
+        time_limit: Duration::from_millis(50),
+        repeats: 1,
+    };
+    report.s1 = Kind::ALL
+        .iter()
+        .map(|&k| uncontended::run(k, &s1))
+        .collect();
+    report.s1_atomics = Some(uncontended::atomics_floor(&s1));
+    assert!(report.s1.iter().all(|r| r.valid && r.ns_per_cycle > 0.0));
+
+    report.s2 = contended::run(&Kind::ALL, &tiny_load(vec![2], vec![2, 8], false));
+    assert_eq!(report.s2.len(), 2 * Kind::ALL.len());
+    let ours = report.s2.iter().filter(|r| r.pool == "ours");
+    assert!(
+        ours.clone().all(|r| !r.stuck && r.errors == 0),
+        "{:?}",
+        report.s2
+    );
+    assert!(ours.clone().all(|r| r.max_task > 0));
+
+    report.s3 = contended::run(&Kind::ALL, &tiny_load(vec![1], vec![8], true));
+    let ours = report
+        .s3
+        .iter()
+        .find(|r| r.pool == "ours")
+        .expect("ours ran");
+    assert!(ours.wait_us.is_some() && !ours.stuck);
+
+    let spike = SpikeSettings {
+        connect: Duration::from_millis(20),
+        query: Duration::from_millis(1),
+        max_size: 10,
+        min_size: 2,
+        requests: 10,
+        watchdog: Duration::from_secs(5),
+        repeats: 1,
+    };
+    report.s4 = [Kind::Ours, Kind::Deadpool]
+        .iter()
+        .map(|&k| spike::run(k, &spike))
+        .collect();
+    assert!(report.s4.iter().all(|r| r.valid));
+
+    report.s6 = options::run(&OptionSettings {
+        iters: 2_048,
+        time_limit: Duration::from_millis(50),
+        pool_size: 4,
+        tasks: 8,
+        duration: Duration::from_millis(20),
+        repeats: 1,
+    });
+    assert_eq!(report.s6.len(), 4);
+    assert!(
+        report.s6.iter().any(|r| r.exported_lines > 0),
+        "the recorder saw the pool"
+    );
+
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        report.s5 = db::run(
+            &DbKind::ALL,
+            &DbSettings {
+                url: url.clone(),
+                pool_size: 4,
+                tasks: vec![8],
+                validate: vec![false],
+                duration: Duration::from_millis(50),
+                grace: Duration::from_secs(2),
+                repeats: 1,
+            },
+        );
+        assert!(report.s5.iter().all(|r| r.errors == 0), "{:?}", report.s5);
+        if http::wrk_available() {
+            report.s7 = http::run(
+                &[DbKind::OursTp],
+                &HttpSettings {
+                    url,
+                    pool_size: 4,
+                    connections: vec![4],
+                    seconds: 1,
+                    repeats: 1,
+                },
+            );
+            assert!(report.s7.iter().all(|r| r.valid), "{:?}", report.s7);
+        }
+    }
+
+    let md = report.markdown();
+    assert!(md.contains("### S1") && md.contains("### S2") && md.contains("### S6"));
+    let dir = std::env::temp_dir().join(format!("pool-benches-quick-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    plot::s2_throughput(&report, &dir.join("s2.svg")).expect("s2 plot");
+    plot::s3_waits(&report, &dir.join("s3.svg")).expect("s3 plot");
+    let svg = std::fs::read_to_string(dir.join("s2.svg")).expect("s2 svg written");
+    assert!(svg.contains("<svg"));
+    serde_json::to_string(&report).expect("report serialises");
+    std::fs::remove_dir_all(&dir).ok();
+}
