@@ -433,6 +433,44 @@ mod loom_tests {
         });
     }
 
+    /// Closing while a connection comes back: the returning thread either
+    /// lands its push before the close (and the close takes the node with
+    /// the chain) or is refused with `Closed` (and closes it itself). The
+    /// node is never left on a closed stack, and never lost.
+    #[test]
+    fn concurrent_close() {
+        loom::model(|| {
+            // Node 0 starts on the stack; node 1 is being returned.
+            let nodes = Arc::new(Nodes {
+                links: Links::new(2),
+                stack: IndexStack::new(),
+                payload: vec![UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            nodes.stack.push(&nodes.links, 0).unwrap();
+            let other = nodes.clone();
+            let t = thread::spawn(move || other.stack.push(&other.links, 1));
+            let mut closed_with = vec![];
+            let mut i = nodes.stack.close();
+            while i != NIL {
+                closed_with.push(i);
+                i = nodes.links.next(i);
+            }
+            let pushed = t.join().unwrap();
+            closed_with.sort_unstable();
+            match pushed {
+                Ok(()) => assert_eq!(closed_with, [0, 1]),
+                Err(PushRefused::Closed) => assert_eq!(closed_with, [0]),
+                Err(other) => panic!("unexpected refusal {other:?}"),
+            }
+            assert_eq!(
+                nodes.stack.take_all(),
+                NIL,
+                "nothing left on a closed stack"
+            );
+            assert_eq!(nodes.stack.pop(&nodes.links), Popped::Closed);
+        });
+    }
+
     /// A push racing with a waiter's registration: either the push lands
     /// and the registration gets the node, or the registration lands and the
     /// push is refused with `Waiters`. Never both lost.
