@@ -118,7 +118,7 @@ impl Export {
         acquired: u64,
         fast: u64,
         waits: &PoolHistogram,
-        holds: &PoolHistogram,
+        holds: &[PoolHistogram],
     ) {
         self.total.set(f64::from(state.total));
         self.idle.set(f64::from(state.idle));
@@ -129,16 +129,28 @@ impl Export {
         self.min.set(f64::from(min));
         let before = self.flushed_acquired.swap(acquired, Ordering::Relaxed);
         self.acquired.increment(acquired.saturating_sub(before));
-        flush(&self.acquire_seconds, &self.flushed_waits, waits, fast);
+        flush(
+            &self.acquire_seconds,
+            &self.flushed_waits,
+            std::slice::from_ref(waits),
+            fast,
+        );
         flush(&self.usage_seconds, &self.flushed_holds, holds, 0);
     }
 }
 
-/// Sends `to` what each bucket of `from` gained since the last flush
-/// (`extra_zeros` counts as part of the zero bucket).
-fn flush(to: &Histogram, flushed: &Mutex<Vec<u64>>, from: &PoolHistogram, extra_zeros: u64) {
+/// Sends `to` what each bucket of `from` (added up over its shards) gained
+/// since the last flush (`extra_zeros` counts as part of the zero bucket).
+fn flush(to: &Histogram, flushed: &Mutex<Vec<u64>>, from: &[PoolHistogram], extra_zeros: u64) {
     let mut flushed = lock(flushed);
-    for (i, (nanos, mut count)) in from.buckets().enumerate() {
+    let Some((first, rest)) = from.split_first() else {
+        return;
+    };
+    let mut shards: Vec<_> = rest.iter().map(|h| h.buckets()).collect();
+    for (i, (nanos, mut count)) in first.buckets().enumerate() {
+        for shard in &mut shards {
+            count += shard.next().map_or(0, |(_, c)| c);
+        }
         if i == 0 {
             count += extra_zeros;
         }

@@ -190,13 +190,19 @@ impl Reason {
     }
 }
 
+/// Shards of the hold-time histogram.
+#[cfg(feature = "metrics")]
+pub(crate) const HOLD_SHARDS: usize = 4;
+
 /// The pool's counters.
 #[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) acquire_wait: Histogram,
-    /// Hold (usage) times, for the export only.
+    /// Hold (usage) times, for the export only, in shards picked by slot
+    /// index so that returns of different connections add to different
+    /// cache lines.
     #[cfg(feature = "metrics")]
-    pub(crate) hold: Histogram,
+    pub(crate) hold: [Histogram; HOLD_SHARDS],
     pub(crate) timeouts: AtomicU64,
     pub(crate) creations: AtomicU64,
     pub(crate) creation_errors: AtomicU64,
@@ -209,7 +215,7 @@ impl Stats {
         Self {
             acquire_wait: Histogram::new(),
             #[cfg(feature = "metrics")]
-            hold: Histogram::new(),
+            hold: std::array::from_fn(|_| Histogram::new()),
             timeouts: AtomicU64::new(0),
             creations: AtomicU64::new(0),
             creation_errors: AtomicU64::new(0),
