@@ -16,7 +16,7 @@ use crate::index_stack::Popped;
 use crate::shared::Shared;
 use crate::slots::Handoff;
 use crate::stats::Reason;
-use crate::waiters::{Cell, Registered};
+use crate::waiters::{Cell, Handed, Registered};
 use std::sync::Arc;
 
 /// What the synchronous fast path found.
@@ -77,22 +77,27 @@ impl<M: ManageConnection> Shared<M> {
         deadline: Option<Instant>,
     ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
-        let cell = match self.waiters.register(&self.idle, &self.slots.links) {
-            Registered::Queued(cell) => cell,
+        let cell = match self
+            .waiters
+            .register(&self.idle, &self.slots.links, deadline)
+        {
+            Registered::Queued(cell, rearm) => {
+                if rearm {
+                    self.rearm_sweeper();
+                }
+                cell
+            }
             Registered::Node(index) => return Ok(self.take_popped(index)),
             Registered::Closed => return Err(PoolError::Closed),
         };
         let guard = WaitGuard { shared: self, cell };
         self.request_connections();
-        let wait = self.waiters.wait(&guard.cell);
-        let handed = match deadline {
-            Some(d) => tokio::time::timeout_at(d, wait).await.ok(),
-            None => Some(wait.await),
-        };
-        match handed {
-            Some(Some(h)) => Ok(h),
-            Some(None) => Err(PoolError::Closed),
-            None => {
+        // No timer here: the pool's sweeper times the wait out (see
+        // `waiters.rs`, "Deadlines").
+        match self.waiters.wait(&guard.cell).await {
+            Handed::Value(h) => Ok(h),
+            Handed::Closed => Err(PoolError::Closed),
+            Handed::TimedOut => {
                 // Built while still queued, so the counts include this caller.
                 let err = self.timeout_error(started, TimeoutPhase::Wait);
                 drop(guard);

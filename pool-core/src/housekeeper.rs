@@ -19,6 +19,7 @@
 //! finds the stack empty and queues; the keepers are then handed to it
 //! directly (and `try_get` may find nothing).
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -201,6 +202,60 @@ impl<M: ManageConnection> Shared<M> {
                     "connection held past the leak detection threshold; acquired at:{trace}"
                 );
             }
+        }
+    }
+}
+
+impl<M: ManageConnection> Shared<M> {
+    /// Tells the sweeper (starting it if needed) that a waiter with an
+    /// earlier deadline than it sleeps until has queued.
+    pub(crate) fn rearm_sweeper(self: &Arc<Self>) {
+        if self.sweeper_started.load(Ordering::Relaxed) == 0 {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                if self
+                    .sweeper_started
+                    .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    runtime.spawn(sweep(Arc::downgrade(self), self.sweeper.clone()));
+                }
+            }
+        }
+        self.sweeper.notify_one();
+    }
+}
+
+/// The sweeper task: sleeps until the earliest waiter deadline, times out
+/// the waiters that are due, and sleeps again; woken early when a waiter
+/// with an earlier deadline queues. Holds only a `Weak` (the pool's drop
+/// wakes it to end).
+async fn sweep<M: ManageConnection>(weak: Weak<Shared<M>>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let woken = wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let next = {
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.is_closed() {
+                return;
+            }
+            shared.waiters.sweep(&shared.idle, Instant::now())
+        };
+        match next {
+            Some(at) => {
+                let sleep = tokio::time::sleep_until(at);
+                tokio::pin!(sleep);
+                // Whichever comes first: the deadline or a wake-up.
+                std::future::poll_fn(|cx| {
+                    if sleep.as_mut().poll(cx).is_ready() || woken.as_mut().poll(cx).is_ready() {
+                        std::task::Poll::Ready(())
+                    } else {
+                        std::task::Poll::Pending
+                    }
+                })
+                .await;
+            }
+            None => woken.await,
         }
     }
 }

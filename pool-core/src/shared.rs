@@ -19,7 +19,8 @@
 //! cell and sets the stack's `WAITERS` bit in the same word as its head. While
 //! the bit is set a return cannot push: it hands its connection to the
 //! longest waiter under the queue's lock, and newcomers queue behind.
-//! Waiters are woken by that handoff, never by polling.
+//! Waiters are woken by that handoff, never by polling. Their deadlines are
+//! kept by one sweeper task per pool, not a timer per waiter.
 //!
 //! **Creation** is demand-driven and apart from callers (`connector.rs`):
 //! queuing a waiter asks for connections; at most `max_concurrent_connects`
@@ -74,6 +75,9 @@ pub(crate) struct Shared<M: ManageConnection> {
     /// Bumped by `soft_evict_all`.
     pub(crate) generation: AtomicU64,
     pub(crate) housekeeper_started: AtomicU32,
+    /// Wakes the deadline sweeper (`housekeeper.rs`).
+    pub(crate) sweeper: Arc<Notify>,
+    pub(crate) sweeper_started: AtomicU32,
     pub(crate) stats: Stats,
     last_error: Mutex<Option<LastError>>,
     /// Signalled when a slot is freed after close.
@@ -117,6 +121,8 @@ impl<M: ManageConnection> Shared<M> {
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
             housekeeper_started: AtomicU32::new(0),
+            sweeper: Arc::new(Notify::new()),
+            sweeper_started: AtomicU32::new(0),
             stats: Stats::new(),
             last_error: Mutex::new(None),
             drained: Notify::new(),
@@ -302,6 +308,13 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(index, entry, Reason::SoftEvict);
             index = next;
         }
+    }
+}
+
+impl<M: ManageConnection> Drop for Shared<M> {
+    fn drop(&mut self) {
+        // The sweeper holds only a `Weak`: wake it so it sees the pool gone.
+        self.sweeper.notify_one();
     }
 }
 

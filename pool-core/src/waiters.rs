@@ -9,6 +9,16 @@
 //! stack's `WAITERS` bit sends returns here only while the queue is in use
 //! (see `index_stack.rs`). Lock order: queue, then cell.
 //!
+//! # Deadlines
+//!
+//! A waiter arms no timer of its own. Its deadline sits in its cell, and one
+//! sweeper task per pool sleeps until the earliest deadline in the queue,
+//! marks the cells that are due as timed out and wakes them. Registering
+//! re-arms the sweeper only when its deadline is earlier than the armed one,
+//! which with one `acquire_timeout` for every caller is almost never: a
+//! wait that a handoff ends in microseconds no longer inserts into and
+//! removes from tokio's timer wheel.
+//!
 //! # Cancel safety
 //!
 //! A waiter that gives up (timeout, dropped future) calls [`WaiterQueue::cancel`]:
@@ -22,6 +32,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use tokio::time::Instant;
+
 use crate::index_stack::IndexStack;
 use crate::sync::{lock, Arc, AtomicU32, Mutex, Ordering};
 
@@ -32,6 +44,8 @@ enum CellState<T> {
     Ready(T),
     /// The pool closed while this waiter was queued.
     PoolClosed,
+    /// The sweeper found the waiter past its deadline.
+    TimedOut,
     /// Taken, or the waiter gave up.
     Gone,
 }
@@ -39,6 +53,8 @@ enum CellState<T> {
 /// One waiting caller.
 pub(crate) struct Cell<T> {
     state: Mutex<CellState<T>>,
+    /// When the sweeper times this waiter out; `None`: never.
+    deadline: Option<Instant>,
 }
 
 impl<T> std::fmt::Debug for Cell<T> {
@@ -48,10 +64,32 @@ impl<T> std::fmt::Debug for Cell<T> {
 }
 
 impl<T> Cell<T> {
-    fn new() -> Self {
+    fn new(deadline: Option<Instant>) -> Self {
         Self {
             state: Mutex::new(CellState::Waiting(None)),
+            deadline,
         }
+    }
+
+    /// Times the waiter out if it is still waiting and due; says whether it
+    /// is still waiting afterwards.
+    fn time_out_if_due(&self, now: Instant) -> bool {
+        let waker = {
+            let mut state = lock(&self.state);
+            match &mut *state {
+                CellState::Waiting(waker) if self.deadline.is_some_and(|d| d <= now) => {
+                    let waker = waker.take();
+                    *state = CellState::TimedOut;
+                    waker
+                }
+                CellState::Waiting(_) => return true,
+                _ => return false,
+            }
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        false
     }
 
     /// Hands `value` to this waiter, or gives it back if the waiter is gone.
@@ -79,11 +117,17 @@ impl<T> Cell<T> {
     }
 
     /// Polls for a handoff.
-    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Handed<T>> {
         let mut state = lock(&self.state);
         match std::mem::replace(&mut *state, CellState::Gone) {
-            CellState::Ready(v) => Poll::Ready(Some(v)),
-            CellState::PoolClosed => Poll::Ready(None),
+            CellState::Ready(v) => Poll::Ready(Handed::Value(v)),
+            CellState::PoolClosed => Poll::Ready(Handed::Closed),
+            CellState::TimedOut => {
+                // Left for `finish` to count out, so a timeout error built
+                // before it still counts this caller as waiting.
+                *state = CellState::TimedOut;
+                Poll::Ready(Handed::TimedOut)
+            }
             CellState::Waiting(waker) => {
                 let waker = match waker {
                     Some(w) if w.will_wake(cx.waker()) => w,
@@ -92,7 +136,7 @@ impl<T> Cell<T> {
                 *state = CellState::Waiting(Some(waker));
                 Poll::Pending
             }
-            CellState::Gone => Poll::Ready(None),
+            CellState::Gone => Poll::Ready(Handed::Closed),
         }
     }
 
@@ -110,15 +154,23 @@ impl<T> Cell<T> {
     }
 }
 
-/// A future resolving to a handed-over value, or `None` when the pool closed.
+/// How a wait ended.
+#[derive(Debug)]
+pub(crate) enum Handed<T> {
+    Value(T),
+    Closed,
+    TimedOut,
+}
+
+/// A future resolving to how the wait ended.
 pub(crate) struct Wait<'a, T> {
     cell: &'a Cell<T>,
 }
 
 impl<T> Future for Wait<'_, T> {
-    type Output = Option<T>;
+    type Output = Handed<T>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Handed<T>> {
         self.cell.poll_take(cx)
     }
 }
@@ -127,6 +179,8 @@ struct Inner<T> {
     cells: VecDeque<Arc<Cell<T>>>,
     /// Cells in `cells` whose waiter gave up.
     gone: usize,
+    /// The deadline the sweeper sleeps until, if any.
+    armed: Option<Instant>,
 }
 
 /// The FIFO queue of waiting callers.
@@ -149,8 +203,9 @@ impl<T> std::fmt::Debug for WaiterQueue<T> {
 
 /// What registering found.
 pub(crate) enum Registered<T> {
-    /// Queued: wait on this cell.
-    Queued(Arc<Cell<T>>),
+    /// Queued: wait on this cell. `true` when the sweeper must be told of
+    /// an earlier deadline.
+    Queued(Arc<Cell<T>>, bool),
     /// A node was on the idle stack after all; the caller owns it.
     Node(u16),
     /// The pool is closed.
@@ -163,6 +218,7 @@ impl<T> WaiterQueue<T> {
             inner: Mutex::new(Inner {
                 cells: VecDeque::new(),
                 gone: 0,
+                armed: None,
             }),
             waiting: AtomicU32::new(0),
         }
@@ -180,6 +236,7 @@ impl<T> WaiterQueue<T> {
         &self,
         stack: &IndexStack,
         links: &crate::index_stack::Links,
+        deadline: Option<Instant>,
     ) -> Registered<T> {
         let mut inner = lock(&self.inner);
         match stack.set_waiters(links) {
@@ -187,13 +244,21 @@ impl<T> WaiterQueue<T> {
             Err(crate::index_stack::Popped::Node(i)) => return Registered::Node(i),
             Err(_) => return Registered::Closed,
         }
-        let cell = Arc::new(Cell::new());
+        let cell = Arc::new(Cell::new(deadline));
         inner.cells.push_back(cell.clone());
+        let rearm = match (deadline, inner.armed) {
+            (Some(d), Some(armed)) => d < armed,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if rearm {
+            inner.armed = deadline;
+        }
         // SeqCst: pairs with the SeqCst decrement of the connector count and
         // the load below it in `connector.rs`, so either this waiter sees a
         // connector leaving or that connector sees this waiter.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        Registered::Queued(cell)
+        Registered::Queued(cell, rearm)
     }
 
     /// Hands `value` to the longest waiter. `Err(value)` when no one is left
@@ -237,6 +302,11 @@ impl<T> WaiterQueue<T> {
                     self.waiting.fetch_sub(1, Ordering::SeqCst);
                     true
                 }
+                // Timed out by the sweeper, which took it off the queue.
+                CellState::TimedOut => {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    false
+                }
                 // Already taken or closed: the cell left the queue.
                 CellState::PoolClosed | CellState::Gone => false,
             }
@@ -277,6 +347,19 @@ impl<T> WaiterQueue<T> {
                 w.wake();
             }
         }
+    }
+
+    /// Times out every waiter past its deadline, takes them (and gone
+    /// cells) off the queue, and returns the next deadline to sleep until.
+    pub(crate) fn sweep(&self, stack: &IndexStack, now: Instant) -> Option<Instant> {
+        let mut inner = lock(&self.inner);
+        inner.cells.retain(|c| c.time_out_if_due(now));
+        inner.gone = 0;
+        if inner.cells.is_empty() {
+            stack.clear_waiters();
+        }
+        inner.armed = inner.cells.iter().filter_map(|c| c.deadline).min();
+        inner.armed
     }
 
     pub(crate) fn wait<'a>(&self, cell: &'a Cell<T>) -> Wait<'a, T> {
@@ -333,8 +416,8 @@ mod loom_tests {
             match self.stack.pop(&self.links) {
                 Popped::Node(i) => Got::Now(i),
                 Popped::Empty | Popped::Waiters => {
-                    match self.queue.register(&self.stack, &self.links) {
-                        Registered::Queued(cell) => Got::Queued(cell),
+                    match self.queue.register(&self.stack, &self.links, None) {
+                        Registered::Queued(cell, _) => Got::Queued(cell),
                         Registered::Node(i) => Got::Now(i),
                         Registered::Closed => panic!("never closed here"),
                     }
