@@ -21,7 +21,7 @@
 //!
 //! # Cancel safety
 //!
-//! A waiter that gives up (timeout, dropped future) calls [`WaiterQueue::cancel`]:
+//! A waiter that gives up (dropped future) calls [`WaiterQueue::finish`]:
 //! under its cell's lock it either finds a connection already handed to it,
 //! which it returns to the caller to pass on, or marks the cell gone so that
 //! no one hands it anything later. Gone cells are skipped by the returning
