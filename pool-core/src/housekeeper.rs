@@ -40,19 +40,7 @@ const MAX_TICK: Duration = Duration::from_secs(1);
 impl<M: ManageConnection> Shared<M> {
     /// Starts the housekeeper if it is not running and a runtime is at hand.
     pub(crate) fn ensure_housekeeper(self: &Arc<Self>) {
-        if self.housekeeper_started.load(Ordering::Relaxed) != 0 {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if self
-            .housekeeper_started
-            .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            runtime.spawn(run(Arc::downgrade(self)));
-        }
+        spawn_once(&self.housekeeper_started, || run(Arc::downgrade(self)));
     }
 
     /// Time between ticks.
@@ -210,18 +198,31 @@ impl<M: ManageConnection> Shared<M> {
     /// Tells the sweeper (starting it if needed) that a waiter with an
     /// earlier deadline than it sleeps until has queued.
     pub(crate) fn rearm_sweeper(self: &Arc<Self>) {
-        if self.sweeper_started.load(Ordering::Relaxed) == 0 {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                if self
-                    .sweeper_started
-                    .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    runtime.spawn(sweep(Arc::downgrade(self), self.sweeper.clone()));
-                }
-            }
-        }
+        spawn_once(&self.sweeper_started, || {
+            sweep(Arc::downgrade(self), self.sweeper.clone())
+        });
         self.sweeper.notify_one();
+    }
+}
+
+/// Spawns the task `make` builds, unless `started` says it already was;
+/// does nothing outside a tokio runtime (the next call from inside one
+/// starts it).
+fn spawn_once<F>(started: &std::sync::atomic::AtomicU32, make: impl FnOnce() -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    if started.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if started
+        .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
+        runtime.spawn(make());
     }
 }
 
