@@ -13,10 +13,12 @@ use tokio::time::Instant;
 use crate::clock::Stamp;
 use crate::connection::{OnDrop, PooledConnection};
 use crate::index_stack::Popped;
+use crate::index_stack::{IndexStack, Links};
 use crate::shared::Shared;
 use crate::slots::Handoff;
 use crate::stats::Reason;
-use crate::waiters::{Cell, Handed, Registered};
+use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
+use std::pin::pin;
 use std::sync::Arc;
 
 /// What the synchronous fast path found.
@@ -37,18 +39,26 @@ enum Refused {
     Timeout(TimeoutPhase),
 }
 
-/// Ends a registered wait; if the caller gave up after a connection was
-/// handed to it, passes that connection on.
-struct WaitGuard<'a, M: ManageConnection> {
-    shared: &'a Arc<Shared<M>>,
-    cell: crate::sync::Arc<Cell<Handoff<M::Connection>>>,
-}
+/// A waiter queues in the pool's queue, asks for connections once queued,
+/// and passes on a connection it was handed but left without.
+impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Shared<M>> {
+    fn queue(&self) -> &WaiterQueue<Handoff<M::Connection>> {
+        &self.waiters
+    }
 
-impl<M: ManageConnection> Drop for WaitGuard<'_, M> {
-    fn drop(&mut self) {
-        if let Some(h) = self.shared.waiters.finish(&self.cell, &self.shared.idle) {
-            self.shared.deliver(h.index, h.entry);
+    fn idle(&self) -> (&IndexStack, &Links) {
+        (&self.idle, &self.slots.links)
+    }
+
+    fn queued(&self, rearm: bool) {
+        if rearm {
+            self.rearm_sweeper();
         }
+        self.request_connections();
+    }
+
+    fn orphaned(&self, h: Handoff<M::Connection>) {
+        self.deliver(h.index, h.entry);
     }
 }
 
@@ -77,32 +87,16 @@ impl<M: ManageConnection> Shared<M> {
         deadline: Option<Instant>,
     ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
-        let cell = match self
-            .waiters
-            .register(&self.idle, &self.slots.links, deadline)
-        {
-            Registered::Queued(cell, rearm) => {
-                if rearm {
-                    self.rearm_sweeper();
-                }
-                cell
-            }
-            Registered::Node(index) => return Ok(self.take_popped(index)),
-            Registered::Closed => return Err(PoolError::Closed),
-        };
-        let guard = WaitGuard { shared: self, cell };
-        self.request_connections();
         // No timer here: the pool's sweeper times the wait out (see
-        // `waiters.rs`, "Deadlines").
-        match self.waiters.wait(&guard.cell).await {
+        // `waiters.rs`, "Deadlines"). The waiter queues on its first poll.
+        let mut waiter = pin!(Waiter::new(self, deadline));
+        match waiter.as_mut().await {
             Handed::Value(h) => Ok(h),
+            Handed::Node(index) => Ok(self.take_popped(index)),
             Handed::Closed => Err(PoolError::Closed),
-            Handed::TimedOut => {
-                // Built while still queued, so the counts include this caller.
-                let err = self.timeout_error(started, TimeoutPhase::Wait);
-                drop(guard);
-                Err(err)
-            }
+            // Built before the waiter is dropped, so the counts still
+            // include this caller.
+            Handed::TimedOut => Err(self.timeout_error(started, TimeoutPhase::Wait)),
         }
     }
 

@@ -330,7 +330,8 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::{Arc, UnsafeCell};
+    use crate::sync::UnsafeCell;
+    use loom::sync::Arc;
     use loom::thread;
 
     /// Nodes with a payload each, guarded only by the stack's ownership rule.

@@ -15,8 +15,9 @@
 //! rest idle out. Checkout pops, a clean return pushes; neither locks nor
 //! allocates.
 //!
-//! **Waiting** (`waiters.rs`): a caller that finds the stack empty queues a
-//! cell and sets the stack's `WAITERS` bit in the same word as its head. While
+//! **Waiting** (`waiters.rs`): a caller that finds the stack empty links a
+//! node that lives in its own future into the waiter queue (no allocation)
+//! and sets the stack's `WAITERS` bit in the same word as its head. While
 //! the bit is set a return cannot push: it hands its connection to the
 //! longest waiter under the queue's lock, and newcomers queue behind.
 //! Waiters are woken by that handoff, never by polling. Their deadlines are
@@ -285,7 +286,7 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(index, entry, Reason::Closed);
             index = next;
         }
-        self.waiters.close_all();
+        self.waiters.close_all(&self.idle);
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);

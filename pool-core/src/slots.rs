@@ -24,7 +24,7 @@ use crate::sync::UnsafeCell;
 
 /// A connection with what the pool knows about it. It moves with the
 /// connection: in the slot while idle, in the guard while in use, in a
-/// waiter's cell during a handoff.
+/// waiter's node during a handoff.
 #[derive(Debug)]
 pub(crate) struct Entry<C> {
     pub(crate) conn: C,

@@ -5,12 +5,12 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex};
+pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::sync::Mutex;
 
 pub(crate) use std::sync::atomic::Ordering;
 

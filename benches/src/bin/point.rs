@@ -1,0 +1,78 @@
+//! Runs one S2/S3 point for a few contestants, repeated and interleaved: the
+//! quick A/B check and the target to put under a profiler.
+//!
+//! ```text
+//! cargo run --release -p pool-benches --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS]
+//! # e.g. ours against bb8 and the floor at pool 4, 64 tasks, 1 s runs, 5 repeats
+//! target/release/point 4 64 1 5 ours,bb8,floor
+//! ```
+//!
+//! Prints each run's cycles per second and Jain's index, then the medians.
+
+use std::time::Duration;
+
+use pool_benches::runner::LoadSpec;
+use pool_benches::scenarios::contended::run_once;
+use pool_benches::stats::median;
+use pool_benches::Kind;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, default: f64| -> f64 {
+        args.get(i)
+            .map(|s| {
+                s.parse().unwrap_or_else(|_| {
+                    eprintln!("argument {} is not a number: {s:?}", i + 1);
+                    std::process::exit(2)
+                })
+            })
+            .unwrap_or(default)
+    };
+    let pool_size = num(0, 4.0) as u32;
+    let tasks = num(1, 64.0) as usize;
+    let secs = num(2, 1.0);
+    let repeats = (num(3, 3.0) as usize).clamp(1, 100);
+    let kinds: Vec<Kind> = match args.get(4) {
+        None => vec![Kind::Ours],
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                Kind::ALL
+                    .into_iter()
+                    .find(|k| k.label() == name.trim())
+                    .unwrap_or_else(|| {
+                        eprintln!("unknown pool {name:?}");
+                        std::process::exit(2)
+                    })
+            })
+            .collect(),
+    };
+    if pool_size == 0 || tasks == 0 || !(0.01..=60.0).contains(&secs) {
+        eprintln!("pool size and tasks must be positive, seconds within 0.01..=60");
+        std::process::exit(2);
+    }
+    let spec = LoadSpec {
+        tasks,
+        duration: Duration::from_secs_f64(secs),
+        max_cycles_per_task: 100_000_000,
+        grace: Duration::from_secs(5),
+        record: false,
+    };
+    let mut rates = vec![Vec::new(); kinds.len()];
+    for r in 0..repeats {
+        for (i, &kind) in kinds.iter().enumerate() {
+            let out = run_once(kind, pool_size, &spec);
+            println!(
+                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}{}",
+                kind.label(),
+                out.rate(),
+                out.jain(),
+                if out.stuck { "  STUCK" } else { "" }
+            );
+            rates[i].push(out.rate());
+        }
+    }
+    for (kind, r) in kinds.iter().zip(&rates) {
+        println!("median {:<9} {:>10.0} cycles/s", kind.label(), median(r));
+    }
+}
