@@ -83,8 +83,8 @@ impl<M: ManageConnection> Shared<M> {
     /// Waits for a handoff until `deadline`.
     async fn wait_for(
         self: &Arc<Self>,
-        started: Instant,
-        deadline: Option<Instant>,
+        started: Stamp,
+        deadline: Option<Stamp>,
     ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
         // No timer here: the pool's sweeper times the wait out (see
@@ -121,10 +121,7 @@ impl<M: ManageConnection> Shared<M> {
             Fast::Check(h) => Some(h),
             Fast::Empty => None,
         };
-        // Deadlines are on tokio's clock (they drive tokio timers); only the
-        // slow path needs one.
-        let started = Instant::now();
-        self.acquire_slow(started, now, popped, timeout).await
+        self.acquire_slow(now, popped, timeout).await
     }
 
     /// Pops an idle connection and, when it needs no async check, hands it
@@ -172,13 +169,13 @@ impl<M: ManageConnection> Shared<M> {
 
     async fn acquire_slow(
         self: &Arc<Self>,
-        started: Instant,
         start: Stamp,
         mut popped: Option<Handoff<M::Connection>>,
         timeout: Duration,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
+        // On the pool's own clock, like every timestamp: no OS clock read.
         // A limit too large to represent means no limit.
-        let deadline = started.checked_add(timeout);
+        let deadline = Some(start.after(timeout)).filter(|&d| d != Stamp::NEVER);
         let mut now = start;
         loop {
             let handoff = match popped.take() {
@@ -186,7 +183,7 @@ impl<M: ManageConnection> Shared<M> {
                 None => match self.pop_idle()? {
                     Some(h) => h,
                     None => {
-                        let h = self.wait_for(started, deadline).await?;
+                        let h = self.wait_for(start, deadline).await?;
                         now = self.clock.now();
                         h
                     }
@@ -195,7 +192,7 @@ impl<M: ManageConnection> Shared<M> {
             match self.checkout(handoff, start, now, deadline).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => now = self.clock.now(),
-                Err(Refused::Timeout(phase)) => return Err(self.timeout_error(started, phase)),
+                Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
             }
         }
     }
@@ -206,7 +203,7 @@ impl<M: ManageConnection> Shared<M> {
         handoff: Handoff<M::Connection>,
         start: Stamp,
         now: Stamp,
-        deadline: Option<Instant>,
+        deadline: Option<Stamp>,
     ) -> Result<PooledConnection<M>, Refused> {
         let Handoff { index, entry } = handoff;
         if let Some(reason) = self.expired(&entry, now) {
@@ -227,11 +224,12 @@ impl<M: ManageConnection> Shared<M> {
                 now,
                 OnDrop::Close(Reason::Validation),
             );
-            let limit = Instant::now().checked_add(self.config.validation_timeout());
-            let limit = match (limit, deadline) {
-                (Some(l), Some(d)) => Some(l.min(d)),
-                (l, d) => l.or(d),
+            // The checks run on tokio timers: the limit is a tokio instant.
+            let allowed = match deadline {
+                Some(d) => self.config.validation_timeout().min(d.since(now)),
+                None => self.config.validation_timeout(),
             };
+            let limit = Instant::now().checked_add(allowed);
             if validate {
                 let checked = run_until(limit, self.manager.is_valid(&mut conn)).await;
                 self.judge(checked, deadline, "validation")?;
@@ -265,7 +263,7 @@ impl<M: ManageConnection> Shared<M> {
         now: Stamp,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
-        self.stats.acquire_wait.record(waited);
+        self.stats.acquire_wait.shard(index).record(waited);
         self.hand_out(index, entry, now)
     }
 
@@ -274,7 +272,7 @@ impl<M: ManageConnection> Shared<M> {
     fn judge(
         &self,
         checked: Option<Result<(), M::Error>>,
-        deadline: Option<Instant>,
+        deadline: Option<Stamp>,
         what: &'static str,
     ) -> Result<(), Refused> {
         match checked {
@@ -286,7 +284,7 @@ impl<M: ManageConnection> Shared<M> {
             }
             None => {
                 self.set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                if deadline.is_some_and(|d| Instant::now() >= d) {
+                if deadline.is_some_and(|d| self.clock.now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {
                     Err(Refused::Retry)

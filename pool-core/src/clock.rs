@@ -28,6 +28,12 @@ impl Stamp {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// A stamp `ns` nanoseconds after the epoch (the loom models).
+    #[cfg(all(test, loom))]
+    pub(crate) const fn from_nanos(ns: u64) -> Stamp {
+        Stamp(ns)
+    }
+
     /// `self + d`, saturating at [`Stamp::NEVER`].
     pub(crate) fn after(self, d: Duration) -> Stamp {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);

@@ -117,7 +117,7 @@ impl Export {
         min: u32,
         acquired: u64,
         fast: u64,
-        waits: &PoolHistogram,
+        waits: &[PoolHistogram],
         holds: &[PoolHistogram],
     ) {
         self.total.set(f64::from(state.total));
@@ -129,12 +129,7 @@ impl Export {
         self.min.set(f64::from(min));
         let before = self.flushed_acquired.swap(acquired, Ordering::Relaxed);
         self.acquired.increment(acquired.saturating_sub(before));
-        flush(
-            &self.acquire_seconds,
-            &self.flushed_waits,
-            std::slice::from_ref(waits),
-            fast,
-        );
+        flush(&self.acquire_seconds, &self.flushed_waits, waits, fast);
         flush(&self.usage_seconds, &self.flushed_holds, holds, 0);
     }
 }

@@ -78,8 +78,8 @@ impl<M: ManageConnection> Shared<M> {
                 self.config.min_size(),
                 summary.count,
                 fast,
-                &self.stats.acquire_wait,
-                &self.stats.hold,
+                self.stats.acquire_wait.shards(),
+                self.stats.hold.shards(),
             );
         }
     }
@@ -240,7 +240,10 @@ async fn sweep<M: ManageConnection>(weak: Weak<Shared<M>>, wake: Arc<tokio::sync
             if shared.is_closed() {
                 return;
             }
-            shared.waiters.sweep(&shared.idle, Instant::now())
+            // Deadlines are pool stamps; the sleep is on tokio's clock.
+            let now = shared.clock.now();
+            let next = shared.waiters.sweep(&shared.idle, now);
+            next.map(|due| Instant::now() + due.since(now))
         };
         match next {
             Some(at) => {

@@ -41,7 +41,6 @@ use std::error::Error;
 
 use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolState, TimeoutPhase};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use crate::clock::{Clock, Stamp};
 
@@ -163,16 +162,12 @@ impl<M: ManageConnection> Shared<M> {
         lock(&self.last_error).clone()
     }
 
-    pub(crate) fn timeout_error(
-        &self,
-        started: Instant,
-        phase: TimeoutPhase,
-    ) -> PoolError<M::Error> {
+    pub(crate) fn timeout_error(&self, started: Stamp, phase: TimeoutPhase) -> PoolError<M::Error> {
         Stats::bump(&self.stats.timeouts);
         #[cfg(feature = "metrics")]
         self.export.timeout();
         PoolError::Timeout {
-            waited: started.elapsed(),
+            waited: self.clock.now().since(started),
             phase,
             state: self.state(),
             last_error: self.last_error(),

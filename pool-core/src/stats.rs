@@ -102,42 +102,93 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    /// Count, sum, max and the given quantiles, from one pass, counting
-    /// `zeros` more zero values than were recorded (the checkouts that did
-    /// not wait, counted per slot instead).
+    /// Count, sum, max and the given quantiles (see [`summary`]).
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn summary_with_zeros<const N: usize>(
         &self,
         zeros: u64,
         quantiles: [f64; N],
     ) -> Summary<N> {
-        let mut counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        counts[0] += zeros;
-        let count: u64 = counts.iter().sum();
-        let max = self.max.load(Ordering::Relaxed);
-        let mut values = [Duration::ZERO; N];
-        if count > 0 {
-            for (q, out) in quantiles.iter().zip(values.iter_mut()) {
-                let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
-                let mut seen = 0;
-                for (b, c) in counts.iter().enumerate() {
-                    seen += c;
-                    if seen >= rank {
-                        *out = Duration::from_nanos(value_of(b).min(max));
-                        break;
-                    }
+        summary(std::slice::from_ref(self), zeros, quantiles)
+    }
+}
+
+/// Count, sum, max and the given quantiles of `hists` taken as one, from one
+/// pass, counting `zeros` more zero values than were recorded (the checkouts
+/// that did not wait, counted per slot instead).
+fn summary<const N: usize>(hists: &[Histogram], zeros: u64, quantiles: [f64; N]) -> Summary<N> {
+    let mut counts = vec![0u64; BUCKETS];
+    let (mut sum, mut max) = (0u64, 0u64);
+    for h in hists {
+        for (total, b) in counts.iter_mut().zip(h.buckets.iter()) {
+            *total += b.load(Ordering::Relaxed);
+        }
+        sum = sum.saturating_add(h.sum.load(Ordering::Relaxed));
+        max = max.max(h.max.load(Ordering::Relaxed));
+    }
+    counts[0] += zeros;
+    let count: u64 = counts.iter().sum();
+    let mut values = [Duration::ZERO; N];
+    if count > 0 {
+        for (q, out) in quantiles.iter().zip(values.iter_mut()) {
+            let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+            let mut seen = 0;
+            for (b, c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    *out = Duration::from_nanos(value_of(b).min(max));
+                    break;
                 }
             }
         }
-        Summary {
-            count,
-            sum: Duration::from_nanos(self.sum.load(Ordering::Relaxed)),
-            max: Duration::from_nanos(max),
-            quantiles: values,
-        }
+    }
+    Summary {
+        count,
+        sum: Duration::from_nanos(sum),
+        max: Duration::from_nanos(max),
+        quantiles: values,
+    }
+}
+
+/// Shards of the histograms written on checkouts and returns.
+pub(crate) const SHARDS: usize = 4;
+
+/// A histogram in shards picked by slot index, so that checkouts and returns
+/// of different connections add to different cache lines; read as one.
+pub(crate) struct Sharded([Histogram; SHARDS]);
+
+impl std::fmt::Debug for Sharded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sharded")
+            .field("count", &self.0.iter().map(Histogram::count).sum::<u64>())
+            .finish()
+    }
+}
+
+impl Sharded {
+    pub(crate) fn new() -> Self {
+        Self(std::array::from_fn(|_| Histogram::new()))
+    }
+
+    /// The shard the connection in slot `index` records into.
+    #[inline]
+    pub(crate) fn shard(&self, index: u16) -> &Histogram {
+        &self.0[usize::from(index) % SHARDS]
+    }
+
+    /// Every shard.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shards(&self) -> &[Histogram] {
+        &self.0
+    }
+
+    /// Count, sum, max and quantiles over all shards (see [`summary`]).
+    pub(crate) fn summary_with_zeros<const N: usize>(
+        &self,
+        zeros: u64,
+        quantiles: [f64; N],
+    ) -> Summary<N> {
+        summary(&self.0, zeros, quantiles)
     }
 }
 
@@ -190,19 +241,14 @@ impl Reason {
     }
 }
 
-/// Shards of the hold-time histogram.
-#[cfg(feature = "metrics")]
-pub(crate) const HOLD_SHARDS: usize = 4;
-
 /// The pool's counters.
 #[derive(Debug)]
 pub(crate) struct Stats {
-    pub(crate) acquire_wait: Histogram,
-    /// Hold (usage) times, for the export only, in shards picked by slot
-    /// index so that returns of different connections add to different
-    /// cache lines.
+    /// Waits of the checkouts that waited (the others are counted per slot).
+    pub(crate) acquire_wait: Sharded,
+    /// Hold (usage) times, for the export only.
     #[cfg(feature = "metrics")]
-    pub(crate) hold: [Histogram; HOLD_SHARDS],
+    pub(crate) hold: Sharded,
     pub(crate) timeouts: AtomicU64,
     pub(crate) creations: AtomicU64,
     pub(crate) creation_errors: AtomicU64,
@@ -213,9 +259,9 @@ pub(crate) struct Stats {
 impl Stats {
     pub(crate) fn new() -> Self {
         Self {
-            acquire_wait: Histogram::new(),
+            acquire_wait: Sharded::new(),
             #[cfg(feature = "metrics")]
-            hold: std::array::from_fn(|_| Histogram::new()),
+            hold: Sharded::new(),
             timeouts: AtomicU64::new(0),
             creations: AtomicU64::new(0),
             creation_errors: AtomicU64::new(0),

@@ -44,8 +44,7 @@ use std::pin::Pin;
 use std::ptr;
 use std::task::{Context, Poll, Waker};
 
-use tokio::time::Instant;
-
+use crate::clock::Stamp;
 use crate::index_stack::{IndexStack, Links, Popped};
 use crate::sync::{lock, AtomicU32, Mutex, Ordering, UnsafeCell};
 
@@ -75,7 +74,7 @@ struct Node<T> {
     /// `READY`, read by the waiter after it sees `READY`.
     value: UnsafeCell<Option<T>>,
     /// When the sweeper times this waiter out; `None`: never.
-    deadline: Option<Instant>,
+    deadline: Option<Stamp>,
     /// One of `NEW`..`DONE`; see "The node protocol".
     state: AtomicU32,
     _pinned: PhantomPinned,
@@ -86,7 +85,7 @@ struct List<T> {
     head: *const Node<T>,
     tail: *const Node<T>,
     /// The deadline the sweeper sleeps until, if any.
-    armed: Option<Instant>,
+    armed: Option<Stamp>,
 }
 
 impl<T> List<T> {
@@ -225,9 +224,9 @@ impl<T> WaiterQueue<T> {
         stack: &IndexStack,
         state: u32,
         due: impl Fn(&Node<T>) -> bool,
-    ) -> (Vec<Waker>, Option<Instant>) {
+    ) -> (Vec<Waker>, Option<Stamp>) {
         let mut wakers = Vec::new();
-        let mut earliest: Option<Instant> = None;
+        let mut earliest: Option<Stamp> = None;
         let mut list = lock(&self.list);
         let mut cur = list.head;
         while !cur.is_null() {
@@ -269,7 +268,7 @@ impl<T> WaiterQueue<T> {
 
     /// Times out every waiter past its deadline, takes them off the queue,
     /// and returns the next deadline to sleep until.
-    pub(crate) fn sweep(&self, stack: &IndexStack, now: Instant) -> Option<Instant> {
+    pub(crate) fn sweep(&self, stack: &IndexStack, now: Stamp) -> Option<Stamp> {
         let (wakers, next) =
             self.unlink_where(stack, TIMED_OUT, |n| n.deadline.is_some_and(|d| d <= now));
         wakers.into_iter().for_each(Waker::wake);
@@ -321,7 +320,7 @@ unsafe impl<T: Send, H: WaitHost<T> + Sync> Send for Waiter<'_, T, H> {}
 unsafe impl<T: Send, H: WaitHost<T> + Sync> Sync for Waiter<'_, T, H> {}
 
 impl<'a, T, H: WaitHost<T>> Waiter<'a, T, H> {
-    pub(crate) fn new(host: &'a H, deadline: Option<Instant>) -> Self {
+    pub(crate) fn new(host: &'a H, deadline: Option<Stamp>) -> Self {
         Self {
             host,
             node: Node {
@@ -645,7 +644,7 @@ mod loom_tests {
     fn sweep_races_handoff() {
         loom::model(|| {
             let m = Model::new(1);
-            let due = tokio::time::Instant::now();
+            let due = Stamp::from_nanos(1);
             let mut waiter = Box::pin(Waiter::new(&*m, Some(due)));
             assert!(poll_once(waiter.as_mut()));
             let (r, s) = (m.clone(), m.clone());
