@@ -180,18 +180,21 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             let handoff = match popped.take() {
                 Some(h) => h,
-                None => match self.pop_idle()? {
-                    Some(h) => h,
-                    None => {
-                        let h = self.wait_for(start, deadline).await?;
-                        now = self.clock.now();
-                        h
-                    }
-                },
+                // No second pop first: queuing pops a node that went idle
+                // meanwhile (see `Waiter`), without touching the contended
+                // stack word once more.
+                None => {
+                    let h = self.wait_for(start, deadline).await?;
+                    now = self.clock.now();
+                    h
+                }
             };
             match self.checkout(handoff, start, now, deadline).await {
                 Ok(conn) => return Ok(conn),
-                Err(Refused::Retry) => now = self.clock.now(),
+                Err(Refused::Retry) => {
+                    now = self.clock.now();
+                    popped = self.pop_idle()?;
+                }
                 Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
             }
         }

@@ -70,7 +70,9 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) fn request_connections(self: &Arc<Self>) {
         let limit = self.config.max_concurrent_connects();
         loop {
-            if self.is_closed() || self.open_count() >= self.config.max_size() {
+            // The open count first: it rarely changes, where the stack word
+            // behind `is_closed` is written by every checkout and return.
+            if self.open_count() >= self.config.max_size() || self.is_closed() {
                 return;
             }
             let running = self.connecting.load(Ordering::SeqCst);

@@ -24,6 +24,7 @@ use pool_api::PoolState;
 
 use crate::stats::{Histogram as PoolHistogram, Reason};
 use crate::sync::lock_std as lock;
+use crossbeam_utils::CachePadded;
 
 pub(crate) struct Export {
     total: Gauge,
@@ -117,8 +118,8 @@ impl Export {
         min: u32,
         acquired: u64,
         fast: u64,
-        waits: &[PoolHistogram],
-        holds: &[PoolHistogram],
+        waits: &[CachePadded<PoolHistogram>],
+        holds: &[CachePadded<PoolHistogram>],
     ) {
         self.total.set(f64::from(state.total));
         self.idle.set(f64::from(state.idle));
@@ -136,7 +137,12 @@ impl Export {
 
 /// Sends `to` what each bucket of `from` (added up over its shards) gained
 /// since the last flush (`extra_zeros` counts as part of the zero bucket).
-fn flush(to: &Histogram, flushed: &Mutex<Vec<u64>>, from: &[PoolHistogram], extra_zeros: u64) {
+fn flush(
+    to: &Histogram,
+    flushed: &Mutex<Vec<u64>>,
+    from: &[CachePadded<PoolHistogram>],
+    extra_zeros: u64,
+) {
     let mut flushed = lock(flushed);
     let Some((first, rest)) = from.split_first() else {
         return;

@@ -8,6 +8,8 @@ use pool_api::Evictions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_utils::CachePadded;
+
 /// Sub-buckets per power of two: 2^3 = 8, so a bucket spans at most 1/8 of
 /// its lower bound and its midpoint is within 1/16 (6.25 %) of any value in
 /// it.
@@ -109,14 +111,18 @@ impl Histogram {
         zeros: u64,
         quantiles: [f64; N],
     ) -> Summary<N> {
-        summary(std::slice::from_ref(self), zeros, quantiles)
+        summary(&[self], zeros, quantiles)
     }
 }
 
 /// Count, sum, max and the given quantiles of `hists` taken as one, from one
 /// pass, counting `zeros` more zero values than were recorded (the checkouts
 /// that did not wait, counted per slot instead).
-fn summary<const N: usize>(hists: &[Histogram], zeros: u64, quantiles: [f64; N]) -> Summary<N> {
+fn summary<const N: usize>(
+    hists: &[impl std::ops::Deref<Target = Histogram>],
+    zeros: u64,
+    quantiles: [f64; N],
+) -> Summary<N> {
     let mut counts = vec![0u64; BUCKETS];
     let (mut sum, mut max) = (0u64, 0u64);
     for h in hists {
@@ -154,20 +160,21 @@ fn summary<const N: usize>(hists: &[Histogram], zeros: u64, quantiles: [f64; N])
 pub(crate) const SHARDS: usize = 4;
 
 /// A histogram in shards picked by slot index, so that checkouts and returns
-/// of different connections add to different cache lines; read as one.
-pub(crate) struct Sharded([Histogram; SHARDS]);
+/// of different connections add to different cache lines (each shard's sum
+/// and maximum too: they are padded apart); read as one.
+pub(crate) struct Sharded([CachePadded<Histogram>; SHARDS]);
 
 impl std::fmt::Debug for Sharded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sharded")
-            .field("count", &self.0.iter().map(Histogram::count).sum::<u64>())
+            .field("count", &self.0.iter().map(|h| h.count()).sum::<u64>())
             .finish()
     }
 }
 
 impl Sharded {
     pub(crate) fn new() -> Self {
-        Self(std::array::from_fn(|_| Histogram::new()))
+        Self(std::array::from_fn(|_| CachePadded::new(Histogram::new())))
     }
 
     /// The shard the connection in slot `index` records into.
@@ -178,7 +185,7 @@ impl Sharded {
 
     /// Every shard.
     #[cfg(feature = "metrics")]
-    pub(crate) fn shards(&self) -> &[Histogram] {
+    pub(crate) fn shards(&self) -> &[CachePadded<Histogram>] {
         &self.0
     }
 

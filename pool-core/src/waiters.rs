@@ -44,6 +44,8 @@ use std::pin::Pin;
 use std::ptr;
 use std::task::{Context, Poll, Waker};
 
+use crossbeam_utils::CachePadded;
+
 use crate::clock::Stamp;
 use crate::index_stack::{IndexStack, Links, Popped};
 use crate::sync::{lock, AtomicU32, Mutex, Ordering, UnsafeCell};
@@ -139,7 +141,9 @@ impl<T> List<T> {
 
 /// The FIFO queue of waiting callers.
 pub(crate) struct WaiterQueue<T> {
-    list: Mutex<List<T>>,
+    /// Padded: written by every queuing and every handoff, it must not
+    /// share a cache line with the pool's read-mostly fields.
+    list: CachePadded<Mutex<List<T>>>,
     /// Callers queued and not yet served, closed or gone; read without the
     /// lock for metrics and connection demand. Decremented by whoever ends
     /// the wait (the handoff, the close, or the waiter itself when it gives
@@ -165,11 +169,11 @@ impl<T> std::fmt::Debug for WaiterQueue<T> {
 impl<T> WaiterQueue<T> {
     pub(crate) fn new() -> Self {
         Self {
-            list: Mutex::new(List {
+            list: CachePadded::new(Mutex::new(List {
                 head: ptr::null(),
                 tail: ptr::null(),
                 armed: None,
-            }),
+            })),
             waiting: AtomicU32::new(0),
         }
     }
