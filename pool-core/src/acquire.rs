@@ -266,7 +266,7 @@ impl<M: ManageConnection> Shared<M> {
         now: Stamp,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
-        self.stats.acquire_wait.shard(index).record(waited);
+        self.stats.acquire_wait.local().record(waited);
         self.hand_out(index, entry, now)
     }
 

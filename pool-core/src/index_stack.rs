@@ -267,6 +267,14 @@ impl IndexStack {
         self.word.fetch_and(!WAITERS, Ordering::Relaxed);
     }
 
+    /// Whether callers are queued, as a hint: the bit may change right
+    /// after. A return that sees it goes to the queue first, which decides
+    /// under its lock.
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & WAITERS != 0
+    }
+
     /// Whether the stack is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.word.load(Ordering::Relaxed) & CLOSED != 0

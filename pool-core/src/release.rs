@@ -30,7 +30,7 @@ impl<M: ManageConnection> Shared<M> {
             }
         }
         #[cfg(feature = "metrics")]
-        self.stats.hold.shard(index).record_bucket(held);
+        self.stats.hold.local().record_bucket(held);
     }
 
     /// Forgets an in-use connection the caller took away (`detach`).

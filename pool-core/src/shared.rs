@@ -242,6 +242,19 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) fn deliver(self: &Arc<Self>, index: u16, mut entry: Entry<M::Connection>) {
         let slot = self.slots.get(index);
         loop {
+            // Callers queued (the bit is only a hint here; `offer` decides
+            // under the queue's lock): hand the connection straight over,
+            // without parking it in the slot and taking it back.
+            if self.idle.has_waiters() {
+                // Marked in use before the waiter can see it; a returned
+                // connection already is, and its slot's line stays clean.
+                slot.mark(State::InUse);
+                match self.waiters.offer(&self.idle, Handoff { index, entry }) {
+                    Ok(()) => return,
+                    // The queue emptied meanwhile and the bit is cleared.
+                    Err(h) => entry = h.entry,
+                }
+            }
             // Marked idle before the push: once pushed, the slot is someone
             // else's to mark.
             slot.set(State::Idle);
@@ -254,19 +267,11 @@ impl<M: ManageConnection> Shared<M> {
             };
             // SAFETY: the push failed, so we still own `index` and undo our put.
             entry = unsafe { self.slots.take(index) };
-            match refused {
-                crate::index_stack::PushRefused::Closed => {
-                    return self.evict(index, entry, Reason::Closed);
-                }
-                crate::index_stack::PushRefused::Waiters => {
-                    // Marked in use before the waiter can see it.
-                    slot.set(State::InUse);
-                    match self.waiters.offer(&self.idle, Handoff { index, entry }) {
-                        Ok(()) => return,
-                        Err(h) => entry = h.entry,
-                    }
-                }
+            if refused == crate::index_stack::PushRefused::Closed {
+                return self.evict(index, entry, Reason::Closed);
             }
+            // Refused for waiters that queued since the check: loop to
+            // hand it over.
         }
     }
 

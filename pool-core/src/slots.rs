@@ -106,6 +106,15 @@ impl<C> Slot<C> {
         self.state.store(state as u8, Ordering::Relaxed);
     }
 
+    /// Records the slot's new state unless it is already in it, so that a
+    /// connection passed from holder to holder leaves the line unwritten.
+    #[inline]
+    pub(crate) fn mark(&self, state: State) {
+        if self.state.load(Ordering::Relaxed) != state as u8 {
+            self.set(state);
+        }
+    }
+
     /// Counts a checkout that did not wait; called by the slot's owner, so a
     /// load and a store (no locked read-modify-write) suffice. Ownership
     /// passes with Release/Acquire, so the next owner sees this count.

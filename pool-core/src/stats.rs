@@ -159,8 +159,30 @@ fn summary<const N: usize>(
 /// Shards of the histograms written on checkouts and returns.
 pub(crate) const SHARDS: usize = 4;
 
-/// A histogram in shards picked by slot index, so that checkouts and returns
-/// of different connections add to different cache lines (each shard's sum
+/// This thread's shard. Threads take shards round-robin the first time they
+/// record, so up to `SHARDS` threads (a runtime's workers) each get their
+/// own; more share. A thread whose locals are already gone (a guard dropped
+/// during thread exit) uses shard 0.
+#[inline]
+fn thread_shard() -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    SHARD
+        .try_with(|shard| {
+            if shard.get() == usize::MAX {
+                shard.set(NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS);
+            }
+            shard.get()
+        })
+        .unwrap_or(0)
+}
+
+/// A histogram in shards picked by thread, so that checkouts and returns on
+/// different runtime workers add to different cache lines (each shard's sum
 /// and maximum too: they are padded apart); read as one.
 pub(crate) struct Sharded([CachePadded<Histogram>; SHARDS]);
 
@@ -177,10 +199,10 @@ impl Sharded {
         Self(std::array::from_fn(|_| CachePadded::new(Histogram::new())))
     }
 
-    /// The shard the connection in slot `index` records into.
+    /// The shard this thread records into.
     #[inline]
-    pub(crate) fn shard(&self, index: u16) -> &Histogram {
-        &self.0[usize::from(index) % SHARDS]
+    pub(crate) fn local(&self) -> &Histogram {
+        &self.0[thread_shard()]
     }
 
     /// Every shard.

@@ -44,8 +44,6 @@ use std::pin::Pin;
 use std::ptr;
 use std::task::{Context, Poll, Waker};
 
-use crossbeam_utils::CachePadded;
-
 use crate::clock::Stamp;
 use crate::index_stack::{IndexStack, Links, Popped};
 use crate::sync::{lock, AtomicU32, Mutex, Ordering, UnsafeCell};
@@ -140,10 +138,13 @@ impl<T> List<T> {
 }
 
 /// The FIFO queue of waiting callers.
+///
+/// Aligned to 128 bytes, like a padded atomic: its lock and count are
+/// written by every queuing and every handoff, so they share one cache line
+/// with each other and none with the pool's read-mostly fields.
+#[repr(align(128))]
 pub(crate) struct WaiterQueue<T> {
-    /// Padded: written by every queuing and every handoff, it must not
-    /// share a cache line with the pool's read-mostly fields.
-    list: CachePadded<Mutex<List<T>>>,
+    list: Mutex<List<T>>,
     /// Callers queued and not yet served, closed or gone; read without the
     /// lock for metrics and connection demand. Decremented by whoever ends
     /// the wait (the handoff, the close, or the waiter itself when it gives
@@ -169,11 +170,11 @@ impl<T> std::fmt::Debug for WaiterQueue<T> {
 impl<T> WaiterQueue<T> {
     pub(crate) fn new() -> Self {
         Self {
-            list: CachePadded::new(Mutex::new(List {
+            list: Mutex::new(List {
                 head: ptr::null(),
                 tail: ptr::null(),
                 armed: None,
-            })),
+            }),
             waiting: AtomicU32::new(0),
         }
     }
@@ -512,16 +513,17 @@ mod loom_tests {
             })
         }
 
-        /// The return path: push, or hand to the longest waiter.
+        /// The return path, as `Shared::deliver`: to the longest waiter
+        /// while the bit says someone waits, else push.
         fn deliver(&self, index: u16) {
             loop {
+                if self.stack.has_waiters() && self.queue.offer(&self.stack, index).is_ok() {
+                    return;
+                }
                 match self.stack.push(&self.links, index) {
                     Ok(()) => return,
                     Err(PushRefused::Closed) => return lock(&self.evicted).push(index),
-                    Err(PushRefused::Waiters) => match self.queue.offer(&self.stack, index) {
-                        Ok(()) => return,
-                        Err(_) => continue,
-                    },
+                    Err(PushRefused::Waiters) => continue,
                 }
             }
         }
