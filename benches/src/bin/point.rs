@@ -62,8 +62,33 @@ fn main() {
     for r in 0..repeats {
         for (i, &kind) in kinds.iter().enumerate() {
             let out = run_once(kind, pool_size, &spec);
+            if out.jain() < 0.95 {
+                let mut sorted = out.per_task.clone();
+                sorted.sort_unstable();
+                let med = sorted[sorted.len() / 2];
+                let low: Vec<usize> = out
+                    .per_task
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &c)| c * 2 < med)
+                    .map(|(i, _)| i)
+                    .collect();
+                println!(
+                    "  median {med}; {} tasks below half: {:?}",
+                    low.len(),
+                    &low[..low.len().min(40)]
+                );
+                println!(
+                    "  deciles {:?}",
+                    (0..10)
+                        .map(|d| sorted[d * sorted.len() / 10])
+                        .collect::<Vec<_>>()
+                );
+            }
+            let min = out.per_task.iter().min().copied().unwrap_or(0);
+            let max = out.per_task.iter().max().copied().unwrap_or(0);
             println!(
-                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}{}",
+                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}  per task {min}..{max}{}",
                 kind.label(),
                 out.rate(),
                 out.jain(),
