@@ -1,11 +1,14 @@
 //! The return path: what happens when a guard is dropped.
 //!
-//! In order: leak bookkeeping; `has_broken` closes; an expired or
+//! In order: leak bookkeeping; `has_broken` closes (a panic in it or in
+//! `needs_reset` closes too, so the slot is never lost); an expired or
 //! soft-evicted connection is closed; a dirty one (`needs_reset`), or any
 //! when an `after_release` hook is set, is reset in a spawned task before it
 //! is delivered; a clean one is delivered inline (`Shared::deliver`): no
 //! lock, no allocation, no task.
 
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::clock::Stamp;
@@ -48,14 +51,25 @@ impl<M: ManageConnection> Shared<M> {
         let now = self.clock.now();
         let held_for = now.since(checked_out_at);
         self.release_tracking(index, held_for);
-        if self.manager.has_broken(&mut entry.conn) {
+        let broken = match catch_unwind(AssertUnwindSafe(|| {
+            self.manager.has_broken(&mut entry.conn)
+        })) {
+            Ok(broken) => broken,
+            Err(panic) => return self.manager_panicked(index, entry, "has_broken", panic),
+        };
+        if broken {
             return self.evict(index, entry, Reason::Broken);
         }
         if let Some(reason) = self.expired(&entry, now) {
             return self.evict(index, entry, reason);
         }
         entry.last_used = now;
-        let dirty = self.manager.needs_reset(&mut entry.conn);
+        let dirty = match catch_unwind(AssertUnwindSafe(|| {
+            self.manager.needs_reset(&mut entry.conn)
+        })) {
+            Ok(dirty) => dirty,
+            Err(panic) => return self.manager_panicked(index, entry, "needs_reset", panic),
+        };
         if !dirty && self.hooks.is_none() {
             return self.deliver(index, entry);
         }
@@ -77,6 +91,31 @@ impl<M: ManageConnection> Shared<M> {
             OnDrop::Close(Reason::ResetFailed),
         );
         runtime.spawn(reset_then_deliver(guard, dirty, held_for));
+    }
+}
+
+impl<M: ManageConnection> Shared<M> {
+    /// A manager check panicked on a returned connection: closes it (its
+    /// state is unknown) and frees its slot, then lets the panic go on,
+    /// unless the thread is already unwinding (the guard was dropped by a
+    /// panic in the caller's code), where a second panic would abort the
+    /// process: then it is only logged.
+    #[cold]
+    fn manager_panicked(
+        self: &Arc<Self>,
+        index: u16,
+        entry: Entry<M::Connection>,
+        what: &'static str,
+        panic: Box<dyn Any + Send>,
+    ) {
+        tracing::error!(
+            pool = self.config.name(),
+            "the manager's {what} panicked on a returned connection; closing it"
+        );
+        self.evict(index, entry, Reason::Broken);
+        if !std::thread::panicking() {
+            resume_unwind(panic);
+        }
     }
 }
 
