@@ -19,6 +19,7 @@ use crate::slots::Handoff;
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 use std::pin::pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What the synchronous fast path found.
@@ -215,6 +216,7 @@ impl<M: ManageConnection> Shared<M> {
         }
         let mut now = now;
         if self.needs_check(&entry, now) {
+            let created_at = entry.created_at;
             let idle_for = entry.idle_for(now);
             let validate = self.config.validation_mode() == ValidationMode::IsValid
                 && idle_for >= self.config.validation_bypass();
@@ -233,28 +235,69 @@ impl<M: ManageConnection> Shared<M> {
                 None => self.config.validation_timeout(),
             };
             let limit = Instant::now().checked_add(allowed);
-            if validate {
-                let checked = run_until(limit, self.manager.is_valid(&mut conn)).await;
-                self.judge(checked, deadline, "validation")?;
-            }
-            if let Some(hooks) = &self.hooks {
-                conn.on_drop = OnDrop::Close(Reason::Hook);
-                let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
-                let checked = run_until(limit, hooks.before_acquire(&mut conn, info)).await;
-                match checked {
-                    Some(Ok(true)) => {}
-                    Some(Ok(false)) => return Err(Refused::Retry),
-                    other => {
-                        let other = other.map(|r| r.map(|_| ()));
-                        self.judge(other, deadline, "before_acquire hook")?;
-                    }
-                }
-            }
+            let checked = self
+                .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
+                .await;
+            self.count_check(created_at, checked.is_ok());
+            checked?;
             now = self.clock.now();
             let (index, entry) = (conn.index, conn.take_entry());
             return Ok(self.handed_out_after_wait(index, entry, start, now));
         }
         Ok(self.handed_out_after_wait(index, entry, start, now))
+    }
+
+    /// Validation (when due) and the `before_acquire` hook, within `limit`.
+    async fn run_checks(
+        &self,
+        conn: &mut PooledConnection<M>,
+        validate: bool,
+        idle_for: Duration,
+        now: Stamp,
+        limit: Option<Instant>,
+        deadline: Option<Stamp>,
+    ) -> Result<(), Refused> {
+        if validate {
+            let checked = run_until(limit, self.manager.is_valid(conn)).await;
+            self.judge(checked, deadline, "validation")?;
+        }
+        if let Some(hooks) = &self.hooks {
+            conn.on_drop = OnDrop::Close(Reason::Hook);
+            let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
+            let checked = run_until(limit, hooks.before_acquire(conn, info)).await;
+            match checked {
+                Some(Ok(true)) => {}
+                Some(Ok(false)) => return Err(Refused::Retry),
+                other => {
+                    let other = other.map(|r| r.map(|_| ()));
+                    self.judge(other, deadline, "before_acquire hook")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the count of rejections in a row that replacing did not cure,
+    /// which connectors back off by (see `connector.rs`): a rejected
+    /// connection opened after the previous rejection counts; older ones
+    /// (stale after a server restart, say) do not, so replacing them starts
+    /// at once.
+    fn count_check(&self, created_at: Stamp, passed: bool) {
+        let streak = &self.rejected_in_a_row;
+        // Relaxed throughout: a back-off hint, ordered with nothing else.
+        if passed {
+            if streak.load(Ordering::Relaxed) != 0 {
+                streak.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        let now = self.clock.now();
+        let previous = Stamp::from_nanos(self.rejected_at.swap(now.nanos(), Ordering::Relaxed));
+        if created_at >= previous {
+            let _ = streak.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(1))
+            });
+        }
     }
 
     /// Records the wait of a slow-path checkout and makes its guard.

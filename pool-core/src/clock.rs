@@ -28,10 +28,15 @@ impl Stamp {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
-    /// A stamp `ns` nanoseconds after the epoch (the loom models).
-    #[cfg(all(test, loom))]
+    /// A stamp `ns` nanoseconds after the epoch (for keeping one in an
+    /// atomic).
     pub(crate) const fn from_nanos(ns: u64) -> Stamp {
         Stamp(ns)
+    }
+
+    /// Nanoseconds after the epoch.
+    pub(crate) const fn nanos(self) -> u64 {
+        self.0
     }
 
     /// `self + d`, saturating at [`Stamp::NEVER`].

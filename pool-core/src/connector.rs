@@ -14,6 +14,16 @@
 //! A failed connect frees its slot, is kept as the pool's last error (which
 //! timed-out callers see), and backs the connector off: 5 ms, doubling, at
 //! most 1 s, so a recovering database is picked up within about a second.
+//!
+//! A connect that succeeds is not always a usable connection: a server can
+//! accept connections and then fail every ping, and a `before_acquire` hook
+//! can reject every connection. Checkouts count the rejections in a row
+//! that replacing did not cure (the rejected connection was opened after
+//! the previous rejection), and connectors back off by the same schedule
+//! while that count is not zero, instead of opening and closing connections
+//! as fast as the server answers until the callers' deadlines. Stale
+//! connections failing their check (the server restarted) count once:
+//! replacing them at once is what the caller wants.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,6 +39,14 @@ use crate::stats::Stats;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The back-off after `n` failures in a row (`n >= 1`): 5 ms, doubling, at
+/// most 1 s.
+fn backoff_after(n: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1 << (n - 1).min(16))
+        .min(MAX_BACKOFF)
+}
 
 /// Counts a connector out when it ends, however it ends.
 struct Running<'a>(&'a std::sync::atomic::AtomicU32);
@@ -225,6 +243,13 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
     loop {
         if shared.is_closed() || shared.demand() == 0 {
             return;
+        }
+        let rejected = shared.rejected_in_a_row.load(Ordering::Relaxed);
+        if rejected > 0 {
+            tokio::time::sleep(backoff_after(rejected)).await;
+            if shared.is_closed() || shared.demand() == 0 {
+                return;
+            }
         }
         let Some(slot) = shared.reserve() else { return };
         match shared.open().await {

@@ -69,6 +69,11 @@ pub(crate) struct Shared<M: ManageConnection> {
     pub(crate) open: AtomicU32,
     /// Connector tasks running (bounded by `max_concurrent_connects`).
     pub(crate) connecting: AtomicU32,
+    /// Checkout-check rejections in a row that replacing did not cure;
+    /// connectors back off while it is not zero (see `connector.rs`).
+    pub(crate) rejected_in_a_row: AtomicU32,
+    /// When the last checkout check rejected a connection (stamp nanos).
+    pub(crate) rejected_at: AtomicU64,
     /// `Pool` handles alive; at zero, nothing refills to `min_size` and the
     /// housekeeper stops.
     pub(crate) handles: AtomicU32,
@@ -118,6 +123,8 @@ impl<M: ManageConnection> Shared<M> {
             waiters: WaiterQueue::new(),
             open: AtomicU32::new(0),
             connecting: AtomicU32::new(0),
+            rejected_in_a_row: AtomicU32::new(0),
+            rejected_at: AtomicU64::new(0),
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
             housekeeper_started: AtomicU32::new(0),

@@ -163,6 +163,36 @@ async fn before_acquire_errors_close_the_connection_and_become_the_last_error() 
     assert!(pool.metrics().evictions.hook >= 1);
 }
 
+/// A hook that turns every connection down: the replacements are paced by
+/// the connect back-off (5 ms, doubling), not opened as fast as the server
+/// answers until the caller's deadline.
+#[tokio::test]
+async fn a_hook_rejecting_everything_does_not_churn_connections() {
+    let hooks = Recording::default();
+    let mock = Mock::default();
+    let pool = Pool::new_with_hooks(
+        mock.clone(),
+        config(1)
+            .acquire_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+        hooks.clone(),
+    )
+    .await
+    .unwrap();
+    hooks.0.reject_acquire.store(true, Ordering::SeqCst);
+    let err = pool.get().await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    // 5 + 10 + 20 + 40 + 80 + 160 ms of back-off fill 300 ms: about seven
+    // connects (a tight loop made thousands).
+    let connects = mock.script.connects();
+    assert!(connects <= 12, "{connects} connects in 300 ms");
+    // Accepting again ends the back-off at the next success.
+    hooks.0.reject_acquire.store(false, Ordering::SeqCst);
+    drop(pool.get().await.unwrap());
+    drop(pool.get().await.unwrap());
+}
+
 #[tokio::test]
 async fn after_release_can_reject_at_return() {
     let hooks = Recording::default();

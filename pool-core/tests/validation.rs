@@ -75,6 +75,29 @@ async fn invalid_connection_is_replaced_within_the_same_get() {
     assert_eq!(m.evictions.validation, 2, "{m:?}");
 }
 
+/// A server that accepts connections and then fails every ping: the pool
+/// paces the replacements with the connect back-off instead of reconnecting
+/// in a tight loop until the caller's deadline.
+#[tokio::test]
+async fn failing_every_ping_does_not_churn_connections() {
+    let mock = Mock::default();
+    let pool = Pool::new(
+        mock.clone(),
+        validating(1, Duration::ZERO)
+            .acquire_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.script.set(&mock.script.fail_valid, true);
+    let err = pool.get().await.unwrap_err();
+    assert!(matches!(err, PoolError::Timeout { .. }), "{err:?}");
+    let connects = mock.script.connects();
+    assert!(connects <= 12, "{connects} connects in 300 ms");
+    assert!(pool.metrics().evictions.validation >= 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn hanging_validation_times_out_in_the_validation_phase() {
     let mock = Mock::default();
