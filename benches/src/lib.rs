@@ -15,6 +15,7 @@
 
 pub mod contestant;
 pub mod fake;
+pub mod placement;
 pub mod plot;
 pub mod pools;
 pub mod report;

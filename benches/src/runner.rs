@@ -85,6 +85,9 @@ pub struct LoadOutcome {
     pub errors: u64,
     /// The first error's text.
     pub first_error: Option<String>,
+    /// Cache-line round trip between two threads just before the run and
+    /// just after it, ns (see `placement.rs`); NaN when not probed.
+    pub placement_ns: [f64; 2],
 }
 
 impl LoadOutcome {
@@ -96,6 +99,17 @@ impl LoadOutcome {
     /// Cycles per second.
     pub fn rate(&self) -> f64 {
         self.total() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// On the far placement (`Some(true)`), the near one (`Some(false)`),
+    /// or neither: not probed, or the placement changed during the run.
+    pub fn far(&self) -> Option<bool> {
+        let [before, after] = self.placement_ns;
+        if before.is_nan() || after.is_nan() {
+            return None;
+        }
+        let far = crate::placement::is_far(before);
+        (far == crate::placement::is_far(after)).then_some(far)
     }
 
     /// Jain's index of [`per_task`](Self::per_task).
@@ -180,7 +194,10 @@ where
     tokio::time::sleep(spec.duration).await;
     stop.store(true, Ordering::Relaxed);
 
-    let mut out = LoadOutcome::default();
+    let mut out = LoadOutcome {
+        placement_ns: [f64::NAN; 2],
+        ..LoadOutcome::default()
+    };
     let drained = tokio::time::timeout(spec.grace, async {
         while let Some(joined) = set.join_next().await {
             match joined {

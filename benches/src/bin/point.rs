@@ -7,7 +7,9 @@
 //! target/release/point 4 64 1 5 ours,bb8,floor
 //! ```
 //!
-//! Prints each run's cycles per second and Jain's index, then the medians.
+//! Prints each run's cycles per second, Jain's index, per-task spread and
+//! the cores' placement before and after it (see `placement.rs`), then the
+//! medians.
 
 use std::time::Duration;
 
@@ -88,10 +90,12 @@ fn main() {
             let min = out.per_task.iter().min().copied().unwrap_or(0);
             let max = out.per_task.iter().max().copied().unwrap_or(0);
             println!(
-                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}  per task {min}..{max}{}",
+                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}  per task {min}..{max}  placement {:.0}/{:.0} ns{}",
                 kind.label(),
                 out.rate(),
                 out.jain(),
+                out.placement_ns[0],
+                out.placement_ns[1],
                 if out.stuck { "  STUCK" } else { "" }
             );
             rates[i].push(out.rate());

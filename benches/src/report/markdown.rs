@@ -39,6 +39,36 @@ fn ratio(ours: Option<f64>, peer: Option<f64>) -> String {
     }
 }
 
+/// Ours / best valid peer within one placement of the workers' cores (near
+/// or far, see `placement.rs`), from each row's median on it, with the
+/// count of our repeats it rests on.
+fn placement_ratio(rows: &[&LoadRow], far: bool) -> String {
+    let on = |r: &LoadRow| if far { r.far } else { r.near };
+    let peer = best(
+        rows.iter()
+            .filter(|r| is_peer(&r.pool))
+            .filter_map(|r| on(r).map(|v| (v, r.valid))),
+        true,
+    );
+    let Some(ours) = rows.iter().find(|r| r.pool == "ours") else {
+        return "–".to_owned();
+    };
+    let n = ours
+        .placement_ns
+        .iter()
+        .filter(|[before, after]| {
+            !before.is_nan()
+                && !after.is_nan()
+                && crate::placement::is_far(*before) == far
+                && crate::placement::is_far(*after) == far
+        })
+        .count();
+    match ratio(on(ours).filter(|_| ours.valid), peer).as_str() {
+        "–" => "–".to_owned(),
+        r => format!("{r} ({n}/{})", ours.placement_ns.len()),
+    }
+}
+
 fn load_cell(r: &LoadRow) -> String {
     let mut s = si(r.cycles_per_sec);
     if r.stuck {
@@ -114,14 +144,18 @@ impl Report {
         md.push_str(
             "\n### S2 contended get → yield → drop, 2 workers (cycles/s, higher is better)\n\n",
         );
-        md.push_str("✗ marks an invalid run (stuck past the watchdog, errors, or Jain's index < 0.8); invalid runs are never the best peer.\n\n");
+        md.push_str("✗ marks an invalid run (stuck past the watchdog, errors, or Jain's index < 0.8); invalid runs are never the best peer. The last two columns compare medians within one placement of the two workers' cores (near or far, probed before and after every repeat; a repeat during which it changed counts in neither; the bracket says how many of our repeats it rests on): see BENCH.md, *Noise*.\n\n");
         let pools: Vec<&str> = unique(self.s2.iter().map(|r| r.pool.as_str()));
         let _ = writeln!(
             md,
-            "| pool size | tasks | {} | best valid peer | ours / best |",
+            "| pool size | tasks | {} | best valid peer | ours / best | near placement | far placement |",
             pools.join(" | ")
         );
-        let _ = writeln!(md, "|---|---|{}---|---|", "---:|".repeat(pools.len()));
+        let _ = writeln!(
+            md,
+            "|---|---|{}---|---|---|---|",
+            "---:|".repeat(pools.len())
+        );
         for (size, tasks) in unique(self.s2.iter().map(|r| (r.pool_size, r.tasks))) {
             let rows: Vec<&LoadRow> = self
                 .s2
@@ -149,10 +183,12 @@ impl Report {
                 .map(|r| r.cycles_per_sec);
             let _ = writeln!(
                 md,
-                "| {size} | {tasks} | {} | {} | {} |",
+                "| {size} | {tasks} | {} | {} | {} | {} | {} |",
                 cells.join(" | "),
                 peer.map_or("–".to_owned(), si),
-                ratio(ours, peer)
+                ratio(ours, peer),
+                placement_ratio(&rows, false),
+                placement_ratio(&rows, true)
             );
         }
     }
@@ -205,8 +241,10 @@ impl Report {
                 .map(|r| r.cycles_per_sec);
             let _ = writeln!(
                 md,
-                "- pool {size}, {tasks} tasks: ours / best valid peer throughput {}",
-                ratio(ours, peer)
+                "- pool {size}, {tasks} tasks: ours / best valid peer throughput {} (near placement {}, far {})",
+                ratio(ours, peer),
+                placement_ratio(&rows, false),
+                placement_ratio(&rows, true)
             );
         }
     }

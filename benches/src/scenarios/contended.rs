@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::contestant::{Contestant, Kind};
 use crate::fake::FakeSpec;
+use crate::placement;
 use crate::runner::{multi_thread, run_load, LoadOutcome, LoadSpec, YieldOnce};
 use crate::stats::{self, median, FAIR_ENOUGH};
 use crate::with_noop_pool;
@@ -58,10 +59,19 @@ pub struct LoadRow {
     pub wait_us: Option<[f64; 3]>,
     /// Not stuck, no errors, Jain ≥ `FAIR_ENOUGH`.
     pub valid: bool,
+    /// Each repeat's cache-line round trip between two threads, probed just
+    /// before and just after it, ns (see `placement.rs`).
+    pub placement_ns: Vec<[f64; 2]>,
+    /// Median cycles per second of the repeats that stayed on the near
+    /// placement throughout.
+    pub near: Option<f64>,
+    /// The same for the far placement.
+    pub far: Option<f64>,
 }
 
 /// One run of one contestant: fresh runtime, fresh pool.
 pub fn run_once(kind: Kind, pool_size: u32, spec: &LoadSpec) -> LoadOutcome {
+    let before = placement::probe();
     let rt = multi_thread(2);
     let fake = FakeSpec::noop(pool_size);
     let out = rt.block_on(async {
@@ -74,7 +84,10 @@ pub fn run_once(kind: Kind, pool_size: u32, spec: &LoadSpec) -> LoadOutcome {
         })
     });
     rt.shutdown_timeout(Duration::from_secs(1));
-    out
+    LoadOutcome {
+        placement_ns: [before, placement::probe()],
+        ..out
+    }
 }
 
 /// Runs every point for every contestant in `kinds`.
@@ -105,6 +118,16 @@ pub fn run(kinds: &[Kind], s: &LoadSettings) -> Vec<LoadRow> {
 
 fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> LoadRow {
     let runs: Vec<f64> = outs.iter().map(LoadOutcome::rate).collect();
+    let placement_ns: Vec<[f64; 2]> = outs.iter().map(|o| o.placement_ns).collect();
+    let on = |far: bool| {
+        let rates: Vec<f64> = outs
+            .iter()
+            .filter(|o| o.far() == Some(far))
+            .map(LoadOutcome::rate)
+            .collect();
+        (!rates.is_empty()).then(|| median(&rates))
+    };
+    let (near, far) = (on(false), on(true));
     let worst = outs
         .iter()
         .min_by(|a, b| a.jain().total_cmp(&b.jain()))
@@ -138,5 +161,8 @@ fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> 
         first_error,
         wait_us,
         valid: !stuck && errors == 0 && jain >= FAIR_ENOUGH,
+        placement_ns,
+        near,
+        far,
     }
 }
