@@ -119,7 +119,7 @@ fn main() {
             pool_size: 16,
             iters: if q { 100_000 } else { 2_000_000 },
             time_limit: secs(0.5, 0.1),
-            repeats: if q { 1 } else { 5 },
+            repeats: if q { 1 } else { 9 },
         };
         report.s1 = Kind::ALL.iter().map(|&k| uncontended::run(k, &s)).collect();
         report.s1_atomics = Some(uncontended::atomics_floor(&s));
