@@ -342,27 +342,33 @@ impl Report {
             return;
         }
         md.push_str("\n### S7 HTTP service under wrk (one `SELECT 1` per request; latency µs)\n\n");
-        md.push_str("| family | connections | pool | requests/s | p50 | p99 | errors | ours / best peer of its family (rps) |\n|---|---|---|---:|---:|---:|---:|---|\n");
+        md.push_str("The last two columns compare rounds that stayed on one placement of the two cores throughout (see S2).\n\n");
+        md.push_str("| family | connections | pool | requests/s | p50 | p99 | errors | ours / best peer of its family (rps) | near placement | far placement |\n|---|---|---|---:|---:|---:|---:|---|---|---|\n");
         let mut rows: Vec<&HttpRow> = self.s7.iter().collect();
         rows.sort_by_key(|r| r.connections);
         for r in rows {
-            let peer = best(
-                self.s7
-                    .iter()
-                    .filter(|o| {
-                        o.family == r.family && o.connections == r.connections && is_peer(&o.pool)
-                    })
-                    .map(|o| (o.rps, o.valid)),
-                true,
-            );
-            let vs = if r.pool.starts_with("ours") && r.valid {
-                ratio(Some(r.rps), peer)
+            let peers = || {
+                self.s7.iter().filter(|o| {
+                    o.family == r.family && o.connections == r.connections && is_peer(&o.pool)
+                })
+            };
+            let peer = best(peers().map(|o| (o.rps, o.valid)), true);
+            let within = |on: fn(&HttpRow) -> Option<f64>| {
+                let peer = best(peers().filter_map(|o| on(o).map(|v| (v, o.valid))), true);
+                ratio(on(r).filter(|_| r.valid), peer)
+            };
+            let (vs, near, far) = if r.pool.starts_with("ours") && r.valid {
+                (
+                    ratio(Some(r.rps), peer),
+                    within(|o| o.near),
+                    within(|o| o.far),
+                )
             } else {
-                String::new()
+                (String::new(), String::new(), String::new())
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {vs} |",
+                "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {vs} | {near} | {far} |",
                 r.family,
                 r.connections,
                 r.pool,
@@ -401,6 +407,8 @@ mod tests {
             errors: 0,
             note: None,
             valid: true,
+            near: Some(rps),
+            far: None,
         }
     }
 

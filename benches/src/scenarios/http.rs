@@ -15,6 +15,7 @@ use axum::Router;
 use serde::Serialize;
 
 use crate::contestant::Contestant;
+use crate::placement;
 use crate::pools::pg::{DbSpec, Select1};
 use crate::runner::multi_thread;
 use crate::scenarios::db::DbKind;
@@ -56,6 +57,11 @@ pub struct HttpRow {
     pub note: Option<String>,
     /// Served with no errors.
     pub valid: bool,
+    /// Median requests per second of the rounds that stayed on the near
+    /// placement of the cores throughout (see `placement.rs`).
+    pub near: Option<f64>,
+    /// The same for the far placement.
+    pub far: Option<f64>,
 }
 
 async fn handle<P>(State(pool): State<P>) -> (StatusCode, &'static str)
@@ -93,6 +99,9 @@ pub struct WrkFigures {
     pub p99_us: f64,
     /// Non-2xx responses plus socket errors.
     pub errors: u64,
+    /// The cores' placement before and after the load, round trip in ns
+    /// (see `placement.rs`); NaN when not probed.
+    pub placement_ns: [f64; 2],
 }
 
 /// Parses wrk's `--latency` output.
@@ -121,6 +130,7 @@ pub fn parse_wrk(out: &str) -> Option<WrkFigures> {
         p50_us: p50?,
         p99_us: p99?,
         errors,
+        placement_ns: [f64::NAN; 2],
     })
 }
 
@@ -156,6 +166,13 @@ async fn load(port: u16, connections: u32, seconds: u32) -> Result<WrkFigures, S
     parse_wrk(&text).ok_or_else(|| format!("unreadable wrk output: {text}"))
 }
 
+/// The cores' placement, probed off the runtime's workers.
+async fn probe() -> f64 {
+    tokio::task::spawn_blocking(placement::probe)
+        .await
+        .unwrap_or(f64::NAN)
+}
+
 async fn serve_and_load<P>(pool: P, s: &HttpSettings) -> Loaded
 where
     P: Contestant,
@@ -182,7 +199,16 @@ where
     });
     let mut results = Vec::new();
     for &c in &s.connections {
-        results.push((c, load(port, c, s.seconds).await));
+        let before = probe().await;
+        let loaded = load(port, c, s.seconds).await;
+        let after = probe().await;
+        results.push((
+            c,
+            loaded.map(|f| WrkFigures {
+                placement_ns: [before, after],
+                ..f
+            }),
+        ));
     }
     let _ = stop_tx.send(());
     if tokio::time::timeout(Duration::from_secs(5), server)
@@ -236,6 +262,20 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
             let pick =
                 |f: fn(&WrkFigures) -> f64| median(&ok.iter().map(|x| f(x)).collect::<Vec<_>>());
             let errors = ok.iter().map(|x| x.errors).sum::<u64>() + (got.len() - ok.len()) as u64;
+            let on = |far: bool| {
+                let rps: Vec<f64> = ok
+                    .iter()
+                    .filter(|x| {
+                        let [before, after] = x.placement_ns;
+                        !before.is_nan()
+                            && !after.is_nan()
+                            && placement::is_far(before) == far
+                            && placement::is_far(after) == far
+                    })
+                    .map(|x| x.rps)
+                    .collect();
+                (!rps.is_empty()).then(|| median(&rps))
+            };
             rows.push(HttpRow {
                 family: kind.family().to_owned(),
                 pool: kind.label().to_owned(),
@@ -249,6 +289,8 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
                 errors,
                 valid: errors == 0 && !ok.is_empty(),
                 note,
+                near: on(false),
+                far: on(true),
             });
         }
     }
