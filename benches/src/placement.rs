@@ -83,9 +83,28 @@ pub fn is_far(round_trip_ns: f64) -> bool {
     round_trip_ns > FAR_NS
 }
 
+/// Where a run stayed, from the probes before and after it: `Some(true)` on
+/// the far placement throughout, `Some(false)` on the near one, `None` when
+/// a probe is missing or the placement changed during the run.
+pub fn stayed_far([before, after]: [f64; 2]) -> Option<bool> {
+    if before.is_nan() || after.is_nan() {
+        return None;
+    }
+    let far = is_far(before);
+    (far == is_far(after)).then_some(far)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_counts_for_a_placement_only_if_it_stayed_there() {
+        assert_eq!(stayed_far([70.0, 65.0]), Some(false));
+        assert_eq!(stayed_far([320.0, 340.0]), Some(true));
+        assert_eq!(stayed_far([70.0, 320.0]), None);
+        assert_eq!(stayed_far([f64::NAN, 70.0]), None);
+    }
 
     #[test]
     fn the_probe_returns_a_plausible_round_trip() {

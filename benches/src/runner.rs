@@ -104,12 +104,7 @@ impl LoadOutcome {
     /// On the far placement (`Some(true)`), the near one (`Some(false)`),
     /// or neither: not probed, or the placement changed during the run.
     pub fn far(&self) -> Option<bool> {
-        let [before, after] = self.placement_ns;
-        if before.is_nan() || after.is_nan() {
-            return None;
-        }
-        let far = crate::placement::is_far(before);
-        (far == crate::placement::is_far(after)).then_some(far)
+        crate::placement::stayed_far(self.placement_ns)
     }
 
     /// Jain's index of [`per_task`](Self::per_task).

@@ -56,12 +56,7 @@ fn placement_ratio(rows: &[&LoadRow], far: bool) -> String {
     let n = ours
         .placement_ns
         .iter()
-        .filter(|[before, after]| {
-            !before.is_nan()
-                && !after.is_nan()
-                && crate::placement::is_far(*before) == far
-                && crate::placement::is_far(*after) == far
-        })
+        .filter(|&&probes| crate::placement::stayed_far(probes) == Some(far))
         .count();
     match ratio(on(ours).filter(|_| ours.valid), peer).as_str() {
         "–" => "–".to_owned(),

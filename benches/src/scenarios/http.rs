@@ -265,13 +265,7 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
             let on = |far: bool| {
                 let rps: Vec<f64> = ok
                     .iter()
-                    .filter(|x| {
-                        let [before, after] = x.placement_ns;
-                        !before.is_nan()
-                            && !after.is_nan()
-                            && placement::is_far(before) == far
-                            && placement::is_far(after) == far
-                    })
+                    .filter(|x| placement::stayed_far(x.placement_ns) == Some(far))
                     .map(|x| x.rps)
                     .collect();
                 (!rps.is_empty()).then(|| median(&rps))
