@@ -339,7 +339,9 @@ impl PoolConfigBuilder {
     /// Skip checkout validation when the connection was in use this recently:
     /// a connection returned a moment ago is almost surely alive, and the
     /// round trip would double a short query's cost. `Duration::ZERO`
-    /// validates at every checkout. Defaults to 500 ms.
+    /// validates at every checkout (a server that accepts connections but
+    /// fails every check then has its replacements paced by the connect
+    /// back-off). Defaults to 500 ms.
     pub fn validation_bypass(mut self, bypass: Duration) -> Self {
         self.config.validation_bypass = bypass;
         self

@@ -61,7 +61,10 @@ pub trait Hooks<M: ManageConnection>: Send + Sync + 'static {
     }
 
     /// Runs at checkout, after validation. `Ok(false)` or an error closes the
-    /// connection and the caller is given another one.
+    /// connection and the caller is given another one. While the
+    /// replacements keep being turned down too, the pool opens them with the
+    /// connect back-off (5 ms, doubling, at most 1 s) rather than as fast as
+    /// the server answers; one accepted connection resets it.
     async fn before_acquire(
         &self,
         _conn: &mut M::Connection,
