@@ -51,6 +51,13 @@ pub trait ManageConnection: Send + Sync + 'static {
 
     /// Cheap synchronous check when a connection comes back: is it unusable
     /// (socket closed, protocol desynchronised)? A `true` closes it.
+    ///
+    /// # Panics
+    ///
+    /// Should not panic. If it does (or [`needs_reset`](Self::needs_reset)
+    /// does), the pool closes the connection and frees its slot, then lets
+    /// the panic continue into the code that dropped the connection, unless
+    /// that code is already unwinding, where it is only logged.
     fn has_broken(&self, _conn: &mut Self::Connection) -> bool {
         false
     }
