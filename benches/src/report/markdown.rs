@@ -39,28 +39,42 @@ fn ratio(ours: Option<f64>, peer: Option<f64>) -> String {
     }
 }
 
-/// Ours / best valid peer within one placement of the workers' cores (near
-/// or far, see `placement.rs`), from each row's median on it, with the
-/// count of our repeats it rests on.
-fn placement_ratio(rows: &[&LoadRow], far: bool) -> String {
-    let on = |r: &LoadRow| if far { r.far } else { r.near };
+/// Ours (when valid) and the best valid peer at one S2/S3 point, each read
+/// by `on` (a row's median over all repeats, or on one placement).
+fn ours_and_best(
+    rows: &[&LoadRow],
+    on: impl Fn(&LoadRow) -> Option<f64>,
+) -> (Option<f64>, Option<f64>) {
     let peer = best(
         rows.iter()
             .filter(|r| is_peer(&r.pool))
             .filter_map(|r| on(r).map(|v| (v, r.valid))),
         true,
     );
-    let Some(ours) = rows.iter().find(|r| r.pool == "ours") else {
+    let ours = rows
+        .iter()
+        .find(|r| r.pool == "ours")
+        .filter(|r| r.valid)
+        .and_then(|r| on(r));
+    (ours, peer)
+}
+
+/// Ours / best valid peer within one placement of the workers' cores (near
+/// or far, see `placement.rs`), from each row's median on it, with the
+/// count of our repeats it rests on.
+fn placement_ratio(rows: &[&LoadRow], far: bool) -> String {
+    let (ours, peer) = ours_and_best(rows, |r| if far { r.far } else { r.near });
+    let Some(row) = rows.iter().find(|r| r.pool == "ours") else {
         return "–".to_owned();
     };
-    let n = ours
+    let n = row
         .placement_ns
         .iter()
         .filter(|&&probes| crate::placement::stayed_far(probes) == Some(far))
         .count();
-    match ratio(on(ours).filter(|_| ours.valid), peer).as_str() {
+    match ratio(ours, peer).as_str() {
         "–" => "–".to_owned(),
-        r => format!("{r} ({n}/{})", ours.placement_ns.len()),
+        r => format!("{r} ({n}/{})", row.placement_ns.len()),
     }
 }
 
@@ -165,17 +179,7 @@ impl Report {
                         .map_or("–".to_owned(), |r| load_cell(r))
                 })
                 .collect();
-            let peer = best(
-                rows.iter()
-                    .filter(|r| is_peer(&r.pool))
-                    .map(|r| (r.cycles_per_sec, r.valid)),
-                true,
-            );
-            let ours = rows
-                .iter()
-                .find(|r| r.pool == "ours")
-                .filter(|r| r.valid)
-                .map(|r| r.cycles_per_sec);
+            let (ours, peer) = ours_and_best(&rows, |r| Some(r.cycles_per_sec));
             let _ = writeln!(
                 md,
                 "| {size} | {tasks} | {} | {} | {} | {} | {} |",
@@ -223,17 +227,7 @@ impl Report {
                 .iter()
                 .filter(|r| r.pool_size == size && r.tasks == tasks)
                 .collect();
-            let peer = best(
-                rows.iter()
-                    .filter(|r| is_peer(&r.pool))
-                    .map(|r| (r.cycles_per_sec, r.valid)),
-                true,
-            );
-            let ours = rows
-                .iter()
-                .find(|r| r.pool == "ours")
-                .filter(|r| r.valid)
-                .map(|r| r.cycles_per_sec);
+            let (ours, peer) = ours_and_best(&rows, |r| Some(r.cycles_per_sec));
             let _ = writeln!(
                 md,
                 "- pool {size}, {tasks} tasks: ours / best valid peer throughput {} (near placement {}, far {})",
