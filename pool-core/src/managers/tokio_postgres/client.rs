@@ -1,17 +1,17 @@
 //! The pooled client: a `tokio_postgres::Client` plus transaction tracking,
 //! a statement cache and a cancel handle.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::{CancelToken, Client, Error, Statement};
 
+use super::cache::{StatementCache, StatementCacheStats};
 use super::timeout::QueryError;
 use super::transaction::{PgTransaction, PgTransactionBuilder};
 
@@ -30,7 +30,7 @@ pub(super) type Canceller = Arc<
 /// [`Rollback`](super::ResetMode::Rollback) reset mode knows about them.
 pub struct PgClient {
     client: Client,
-    cache: StatementCache,
+    cache: StatementCache<Statement>,
     canceller: Canceller,
     cancel_timeout: Duration,
     /// A transaction begun through this wrapper has not been committed or
@@ -96,10 +96,13 @@ impl PgClient {
     /// prepared for the same text.
     ///
     /// The cache belongs to the connection (a statement is only valid on the
-    /// connection that prepared it) and goes away with it. When the cache is
-    /// full, or disabled with
-    /// [`statement_cache_capacity(0)`](super::PostgresManager::statement_cache_capacity),
-    /// the statement is prepared and returned without being cached.
+    /// connection that prepared it) and goes away with it. It holds at most
+    /// [`statement_cache_capacity`](super::PostgresManager::statement_cache_capacity)
+    /// statements: a new one past that evicts the least recently used,
+    /// which is closed on the server once no one else holds it. With a
+    /// capacity of `0` the statement is prepared and returned without being
+    /// cached. [`statement_cache_stats`](Self::statement_cache_stats) counts
+    /// hits, misses and evictions.
     ///
     /// # Errors
     ///
@@ -113,8 +116,25 @@ impl PgClient {
             return Ok(statement);
         }
         let statement = self.client.prepare(query).await?;
-        self.cache.insert(query, &statement);
+        // An evicted statement is dropped here, after the cache's lock.
+        drop(self.cache.insert(query, statement.clone()));
         Ok(statement)
+    }
+
+    /// The statement cache's hit, miss and eviction counts, its length and
+    /// capacity.
+    ///
+    /// ```no_run
+    /// # async fn run(conn: &pool_core::managers::tokio_postgres::PgClient) -> Result<(), tokio_postgres::Error> {
+    /// conn.prepare_cached("SELECT $1::int").await?;
+    /// conn.prepare_cached("SELECT $1::int").await?;
+    /// let stats = conn.statement_cache_stats();
+    /// assert_eq!((stats.hits, stats.misses), (1, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn statement_cache_stats(&self) -> StatementCacheStats {
+        self.cache.stats()
     }
 
     /// How many statements the cache holds.
@@ -233,54 +253,5 @@ impl fmt::Debug for PgClient {
             .field("abandoned", &self.is_abandoned())
             .field("cached_statements", &self.cache.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// Prepared statements by query text, bounded by a capacity.
-///
-/// The lock is held only to look up or insert, never across an await.
-struct StatementCache {
-    capacity: usize,
-    map: Mutex<HashMap<Box<str>, Statement>>,
-}
-
-impl StatementCache {
-    fn new(capacity: usize) -> Self {
-        Self {
-            capacity,
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Statement>> {
-        // A panic while holding the lock cannot leave the map half-updated
-        // (each operation is one HashMap call), so a poisoned lock is safe
-        // to keep using.
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn get(&self, query: &str) -> Option<Statement> {
-        if self.capacity == 0 {
-            return None;
-        }
-        self.lock().get(query).cloned()
-    }
-
-    fn insert(&self, query: &str, statement: &Statement) {
-        if self.capacity == 0 {
-            return;
-        }
-        let mut map = self.lock();
-        if map.len() < self.capacity {
-            map.insert(query.into(), statement.clone());
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn clear(&self) {
-        self.lock().clear();
     }
 }

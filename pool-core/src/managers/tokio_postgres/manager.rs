@@ -127,8 +127,8 @@ impl<Tls> PostgresManager<Tls> {
     }
 
     /// How many statements [`PgClient::prepare_cached`] keeps per
-    /// connection; past it, statements are prepared without being cached.
-    /// `0` turns the cache off. Defaults to 256.
+    /// connection; past it, the least recently used is evicted (and closed
+    /// on the server). `0` turns the cache off. Defaults to 256.
     #[must_use]
     pub fn statement_cache_capacity(mut self, capacity: usize) -> Self {
         self.statement_cache_capacity = capacity;

@@ -3,7 +3,7 @@
 //! The pool hands out a [`PgClient`], a thin wrapper that dereferences to
 //! [`tokio_postgres::Client`] and adds what a pooled client needs: transaction
 //! tracking for the reset on return ([`PgTransaction`]), a per-connection prepared-statement
-//! cache ([`PgClient::prepare_cached`]) and a query timeout that cancels the
+//! cache, least recently used evicted first ([`PgClient::prepare_cached`]) and a query timeout that cancels the
 //! query on the server ([`PgClient::with_timeout`]).
 //!
 //! ```no_run
@@ -69,12 +69,14 @@
 //! notifications are not delivered to pooled clients (they are dropped and
 //! logged at `trace`).
 
+mod cache;
 mod client;
 mod driver;
 mod manager;
 mod timeout;
 mod transaction;
 
+pub use cache::StatementCacheStats;
 pub use client::PgClient;
 pub use manager::{PostgresManager, ResetMode};
 pub use timeout::QueryError;
