@@ -114,6 +114,7 @@ impl<V: Clone> StatementCache<V> {
 
     /// Whether `query` is cached, without touching its recency or the
     /// counters.
+    #[cfg(test)]
     pub(super) fn contains(&self, query: &str) -> bool {
         self.lock()
             .map

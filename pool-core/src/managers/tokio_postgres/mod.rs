@@ -72,12 +72,15 @@
 mod cache;
 mod client;
 mod driver;
+mod error;
 mod manager;
+mod session;
 mod timeout;
 mod transaction;
 
 pub use cache::StatementCacheStats;
-pub use client::PgClient;
-pub use manager::{PostgresManager, ResetMode};
+pub use client::{PgClient, PgStatement};
+pub use error::{BoxError, PgConfigError, PgError};
+pub use manager::{PasswordFuture, PostgresManager, ResetMode};
 pub use timeout::QueryError;
 pub use transaction::{PgTransaction, PgTransactionBuilder};
