@@ -246,8 +246,8 @@ impl<Tls> PostgresManager<Tls> {
     /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
     /// let source = Arc::clone(&secret);
     /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).with_password_provider(move || {
-    ///     let password = source.read().map(|p| p.clone());
-    ///     async move { password.map_err(|_| "secret store poisoned".into()) }
+    ///     let password = source.read().map(|p| p.clone()).map_err(|_| "secret store poisoned".into());
+    ///     async move { password }
     /// });
     /// // Later, on rotation:
     /// *secret.write().unwrap() = String::from("second");
