@@ -369,3 +369,64 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
         "{cause:?}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
+    // Directly on the server, so pg_prepared_statements shows this session.
+    let pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let manager = PostgresManager::new(pg, NoTls)
+        .pooler_mode(PoolerMode::Transaction)
+        .expect("pooler mode");
+    let mut conn = manager.connect().await.expect("connect");
+    let prepared = |rows: Vec<tokio_postgres::Row>| rows[0].get::<_, i64>(0);
+    const COUNT: &str = "SELECT count(*) FROM pg_prepared_statements";
+
+    for i in 0..3_i32 {
+        let v: i32 = conn
+            .query_one("SELECT $1::int4 * 3", &[&i])
+            .await
+            .expect("query")
+            .get(0);
+        assert_eq!(v, i * 3);
+        conn.execute("SELECT $1::text", &[&"x"])
+            .await
+            .expect("execute");
+    }
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A transaction begun as text: the describe runs inside it.
+    conn.batch_execute("BEGIN").await.expect("BEGIN");
+    assert!(conn.transaction_open(), "a BEGIN sent as text is followed");
+    let v: i64 = conn
+        .query_one("SELECT $1::int8 + 1", &[&41_i64])
+        .await
+        .expect("query in a raw transaction")
+        .get(0);
+    assert_eq!(v, 42);
+    conn.batch_execute("COMMIT").await.expect("COMMIT");
+    assert!(!conn.transaction_open());
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A tracked transaction: tokio-postgres's statements, closed inside it.
+    let tx = conn.transaction().await.expect("begin");
+    tx.query("SELECT $1::int4", &[&1_i32])
+        .await
+        .expect("query in tx");
+    tx.commit().await.expect("commit");
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // The describe's failure is the query's error, and leaves no transaction.
+    let err = conn
+        .query("SELECT $1::int4 FROM no_such_table", &[&1_i32])
+        .await
+        .expect_err("no such table");
+    assert!(
+        err.as_db_error()
+            .is_some_and(|db| db.message().contains("no_such_table")),
+        "{err}"
+    );
+    assert!(!conn.transaction_open());
+    let stats = conn.statement_cache_stats();
+    assert_eq!((stats.len, stats.capacity), (3, 256), "{stats:?}");
+}
