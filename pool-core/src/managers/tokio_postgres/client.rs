@@ -46,6 +46,9 @@ pub struct PgClient {
     /// return (after the return orders it) and by the describe on the same
     /// client: Relaxed.
     raw_tx: AtomicBool,
+    /// One describe at a time on this connection, so that two tasks sharing
+    /// it do not interleave their `BEGIN`/`COMMIT`s.
+    describing: tokio::sync::Mutex<()>,
     canceller: Canceller,
     cancel_timeout: Duration,
     /// A transaction begun through this wrapper has not been committed or
@@ -78,6 +81,7 @@ impl PgClient {
             pooler_mode,
             ticket,
             raw_tx: AtomicBool::new(false),
+            describing: tokio::sync::Mutex::new(()),
             canceller,
             cancel_timeout,
             tx_open: false,
@@ -419,6 +423,7 @@ impl PgClient {
     /// inside a transaction: the pooler keeps one server connection for the
     /// transaction, so the prepare and its close reach the same one.
     async fn describe(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
+        let _one_at_a_time = self.describing.lock().await;
         if self.raw_tx.load(Ordering::Relaxed) {
             // Inside a transaction begun as text: prepare and close there.
             let statement = self.client.prepare(sql).await?;
