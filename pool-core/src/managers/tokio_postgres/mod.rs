@@ -74,6 +74,9 @@
 //!   for a transaction), cached per connection like statements (LRU,
 //!   [`PostgresManager::statement_cache_capacity`]). A query without
 //!   parameters needs no describe.
+//!   Other `Client` methods reached through `Deref` (`query_raw`,
+//!   `prepare`, `copy_in`, ...) are the driver's, unchanged: `query_raw`
+//!   given text prepares a named statement; use `query_typed_raw` there.
 //! - Inside a [`PgTransaction`], `tokio_postgres`'s own statements are used:
 //!   prepared, run and closed within the transaction, so they never outlive
 //!   it.
