@@ -1,5 +1,8 @@
 //! Connection managers for database drivers, each behind its cargo feature.
 
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx-postgres"))]
+pub mod fleet;
+pub mod pooler;
 #[cfg(any(
     feature = "sqlx-postgres",
     feature = "sqlx-mysql",
