@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::MetricNames;
+
 /// The largest `max_size` a pool accepts.
 ///
 /// The pool addresses its connection slots with 16-bit indices so that the
@@ -99,6 +101,7 @@ pub struct PoolConfig {
     keepalive_interval: Option<Duration>,
     housekeeping_period: Duration,
     max_concurrent_connects: u32,
+    metric_names: MetricNames,
 }
 
 impl Default for PoolConfig {
@@ -119,6 +122,7 @@ impl Default for PoolConfig {
             keepalive_interval: None,
             housekeeping_period: Duration::from_secs(30),
             max_concurrent_connects: 2,
+            metric_names: MetricNames::Hikari,
         }
     }
 }
@@ -192,6 +196,10 @@ impl PoolConfig {
     /// Bound on simultaneous `connect()` calls.
     pub fn max_concurrent_connects(&self) -> u32 {
         self.max_concurrent_connects
+    }
+    /// Which names the series are exported under.
+    pub fn metric_names(&self) -> MetricNames {
+        self.metric_names
     }
 
     /// Checks every rule; the builder calls this, and so does the pool for a
@@ -420,6 +428,16 @@ impl PoolConfigBuilder {
         self
     }
 
+    /// Which names the pool's series are exported under (pool-core's
+    /// `metrics` feature): [`MetricNames::Hikari`] (`pool_connections_*`,
+    /// labelled `pool`) or [`MetricNames::OpenTelemetry`]
+    /// (`db.client.connection.*`, labelled `db.client.connection.pool.name`).
+    /// Defaults to [`MetricNames::Hikari`].
+    pub fn metric_names(mut self, names: MetricNames) -> Self {
+        self.config.metric_names = names;
+        self
+    }
+
     /// Checks the settings and returns the config.
     ///
     /// # Errors
@@ -482,6 +500,12 @@ mod tests {
         assert_eq!(config.housekeeping_period(), Duration::from_secs(30));
         assert_eq!(config.max_concurrent_connects(), 2);
         assert_eq!(config.max_lifetime_jitter(), 0.05);
+        assert_eq!(config.metric_names(), MetricNames::Hikari);
+        let otel = PoolConfig::builder()
+            .metric_names(MetricNames::OpenTelemetry)
+            .build()
+            .unwrap();
+        assert_eq!(otel.metric_names(), MetricNames::OpenTelemetry);
     }
 
     #[test]

@@ -23,4 +23,4 @@ pub use config::{ConfigError, PoolConfig, PoolConfigBuilder, ValidationMode, MAX
 pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};
 pub use manager::ManageConnection;
-pub use metrics::{Evictions, PoolMetrics};
+pub use metrics::{Evictions, MetricNames, PoolMetrics};
