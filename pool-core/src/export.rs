@@ -289,27 +289,31 @@ fn describe_open_telemetry() {
     describe_gauge!(
         COUNT,
         count,
-        "connections currently in each state (idle, used)"
+        "open connections by state: idle, or used by a caller"
     );
-    describe_gauge!(IDLE_MAX, count, "most idle connections allowed");
-    describe_gauge!(IDLE_MIN, count, "fewest idle connections kept");
-    describe_gauge!(MAX, count, "most open connections allowed");
-    describe_gauge!(PENDING, count, "requests waiting for a connection");
-    describe_counter!(TIMEOUTS, count, "connection requests that timed out");
+    describe_gauge!(
+        IDLE_MAX,
+        count,
+        "most connections that may sit idle (max_size)"
+    );
+    describe_gauge!(IDLE_MIN, count, "idle connections the pool keeps ready");
+    describe_gauge!(MAX, count, "most connections the pool may open (max_size)");
+    describe_gauge!(PENDING, count, "callers waiting for a connection");
+    describe_counter!(TIMEOUTS, count, "acquisitions that timed out, in any phase");
     describe_histogram!(
         CREATE_TIME,
         Unit::Seconds,
-        "time it took to create a new connection"
+        "time each successful connect took, after_connect included"
     );
     describe_histogram!(
         WAIT_TIME,
         Unit::Seconds,
-        "time it took to obtain a connection from the pool"
+        "time spent acquiring each connection handed out"
     );
     describe_histogram!(
         USE_TIME,
         Unit::Seconds,
-        "time between borrowing a connection and returning it"
+        "time each connection was held, from checkout to return"
     );
 }
 
