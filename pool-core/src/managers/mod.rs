@@ -5,6 +5,15 @@
     feature = "sqlx-mysql",
     feature = "sqlx-sqlite"
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-mysql",
+        feature = "sqlx-sqlite"
+    )))
+)]
 pub mod sqlx;
 #[cfg(feature = "tokio-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 pub mod tokio_postgres;
