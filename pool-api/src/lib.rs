@@ -3,8 +3,9 @@
 //! This crate holds what a connection manager or an application needs to
 //! *describe* a pool: the [`ManageConnection`] trait a backend implements, the
 //! optional [`Hooks`] an application runs around connections, the validated
-//! [`PoolConfig`] and its builder, the [`PoolMetrics`] snapshot, and the error
-//! types. It depends on nothing but `async-trait`: no tokio, no sqlx.
+//! [`PoolConfig`] and its builder, the [`PoolMetrics`] snapshot and the
+//! export's [`MetricNames`], and the error types. It depends on nothing but
+//! `async-trait`: no tokio, no sqlx.
 //!
 //! The pool itself lives in `pool-core`, which re-exports everything here, so
 //! an application depends on `pool-core` alone.
