@@ -135,7 +135,7 @@ impl<M: ManageConnection> Shared<M> {
             drained: Notify::new(),
             clock: Clock::new(),
             #[cfg(feature = "metrics")]
-            export: crate::export::Export::new(config.name()),
+            export: crate::export::Export::new(&config),
             config,
         }
     }

@@ -8,6 +8,15 @@ pub mod pooler;
     feature = "sqlx-mysql",
     feature = "sqlx-sqlite"
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-mysql",
+        feature = "sqlx-sqlite"
+    )))
+)]
 pub mod sqlx;
 #[cfg(feature = "tokio-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 pub mod tokio_postgres;
