@@ -43,5 +43,6 @@ pub mod compat;
 pub mod managers;
 
 pub use connection::PooledConnection;
+pub use managers::pooler::PoolerMode;
 pub use pool::Pool;
 pub use pool_api::*;
