@@ -24,3 +24,6 @@ mod pool;
 
 #[path = "sqlx_shared/pg_dropin.rs"]
 mod dropin;
+
+#[path = "sqlx_shared/pg_options.rs"]
+mod options;
