@@ -21,7 +21,7 @@ type Db<C> = <C as super::driver::Connection>::Database;
 /// Each query checks a connection out for as long as it runs, and gives it
 /// back when its future or stream is done or dropped. A failed checkout is
 /// `sqlx::Error::PoolTimedOut` or `PoolClosed` (see
-/// [`into_sqlx_error`](super::into_sqlx_error)).
+/// [`into_sqlx_error`]).
 ///
 /// Statements prepared through it (`prepare`) belong to the connection that
 /// happened to run them, as with sqlx's pool.

@@ -19,8 +19,8 @@ use crate::{ManageConnection, PoolerMode};
 /// - **connect**: `C::connect_with(options)`, i.e. the options' `connect()`,
 ///   with the password from the
 ///   [provider](Self::with_password_provider) if one is set and, on
-///   PostgreSQL, the statement cache off in
-///   [`PoolerMode::Transaction`](Self::pooler_mode); sqlx's statement cache
+///   PostgreSQL, the statement cache off in [`PoolerMode::Transaction`]
+///   (set with `pooler_mode`); sqlx's statement cache
 ///   (`statement_cache_capacity` in the options) lives as long as the
 ///   connection and is never cleared by the pool.
 /// - **is_valid**: sqlx's `ping` (PostgreSQL: a `Sync` message; MySQL:

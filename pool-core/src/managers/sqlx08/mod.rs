@@ -1,13 +1,13 @@
 //! Pools sqlx 0.8 connections: the same [`SqlxManager<C>`],
 //! [`Transaction<C>`], `Pool::begin` and `Executor for &Pool` as
-//! [`managers::sqlx`](super::sqlx) on sqlx 0.9, built from the same source
+//! `managers::sqlx` on sqlx 0.9, built from the same source
 //! over sqlx 0.8, for `PgConnection`, `MySqlConnection` and
 //! `SqliteConnection` behind the features `sqlx08-postgres`, `sqlx08-mysql`
 //! and `sqlx08-sqlite`.
 //!
 //! Name the sqlx 0.8 crate in your own `Cargo.toml` as usual
 //! (`sqlx = "0.8"`); its connection types are the ones this module pools.
-//! The module docs of [`managers::sqlx`](super::sqlx) describe how a returned
+//! The module docs of `managers::sqlx` describe how a returned
 //! connection is cleaned; everything there holds here.
 //!
 //! # Example
