@@ -53,9 +53,12 @@ pub enum ResetMode {
     /// connection). A clean return does no I/O.
     ///
     /// Not caught: a transaction opened by SQL text (`execute("BEGIN")`),
-    /// and a cancelled `begin()` whose reply came back before the connection
-    /// did (on MySQL, any cancelled `begin()` whose `BEGIN` left). Use
-    /// [`Strict`](Self::Strict) if your code can do either.
+    /// and a `Connection::begin()` cancelled after its reply came back but
+    /// before it was read (on MySQL, any cancelled `begin()` whose `BEGIN`
+    /// left): sqlx reads the server's transaction status from every reply
+    /// but keeps it private. Use [`Strict`](Self::Strict) if your code can
+    /// do either. `Pool::begin` needs neither: cancelled with its `BEGIN` in
+    /// flight, it closes the connection on PostgreSQL and MySQL.
     #[default]
     Tracked,
     /// Ask the server on every return.
