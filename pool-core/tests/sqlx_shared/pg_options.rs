@@ -108,27 +108,73 @@ async fn password_provider_error_is_the_connect_error() {
     .await;
 }
 
+/// Named statements the server holds for this session.
+async fn server_statements(conn: &mut PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM pg_prepared_statements")
+        .persistent(false)
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Runs `SELECT $1` three times on `conn`, as sqlx's default persistent
+/// query or not.
+async fn three_queries(conn: &mut PgConnection, persistent: bool) {
+    for n in 0..3 {
+        let got: i32 = sqlx::query_scalar("SELECT $1::int4")
+            .bind(n)
+            .persistent(persistent)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(got, n);
+    }
+}
+
 #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 #[tokio::test]
 async fn transaction_pooler_mode_keeps_no_prepared_statements() {
     bounded(async {
         let url = crate::require::url("DATABASE_URL");
-        for (mode, kept) in [(PoolerMode::Session, 1), (PoolerMode::Transaction, 0)] {
-            let manager = SqlxManager::<PgConnection>::from_url(&url)
-                .unwrap()
-                .pooler_mode(mode);
-            let mut conn = manager.connect().await.unwrap();
-            for n in 0..3 {
-                let got: i32 = sqlx::query_scalar("SELECT $1::int4")
-                    .bind(n)
-                    .fetch_one(&mut conn)
-                    .await
-                    .unwrap();
-                assert_eq!(got, n);
-            }
-            assert_eq!(conn.cached_statements_size(), kept, "{mode:?}");
-            conn.close().await.unwrap();
+        // Session mode: sqlx caches the statement, under one name.
+        let session = SqlxManager::<PgConnection>::from_url(&url).unwrap();
+        let mut conn = session.connect().await.unwrap();
+        three_queries(&mut conn, true).await;
+        assert_eq!(conn.cached_statements_size(), 1);
+        assert_eq!(server_statements(&mut conn).await, 1);
+        conn.close().await.unwrap();
+
+        let manager = SqlxManager::<PgConnection>::from_url(&url)
+            .unwrap()
+            .pooler_mode(PoolerMode::Transaction);
+        // Through a connection, a persistent query is still prepared under a
+        // new name each time, never closed: what `pooler_mode`'s docs warn
+        // about, and why they ask for `.persistent(false)` there.
+        let mut conn = manager.connect().await.unwrap();
+        three_queries(&mut conn, true).await;
+        assert_eq!(conn.cached_statements_size(), 0);
+        assert_eq!(server_statements(&mut conn).await, 3);
+        conn.close().await.unwrap();
+        let mut conn = manager.connect().await.unwrap();
+        three_queries(&mut conn, false).await;
+        assert_eq!(server_statements(&mut conn).await, 0);
+        conn.close().await.unwrap();
+
+        // Through `&pool`, every query is unnamed: none stays on the server.
+        let config = PoolConfig::builder().max_size(1).build().unwrap();
+        let pool = Pool::new(manager, config).await.unwrap();
+        for n in 0..3 {
+            let got: i32 = sqlx::query_scalar("SELECT $1::int4")
+                .bind(n)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert_eq!(got, n);
         }
+        let mut conn = pool.get().await.unwrap();
+        assert_eq!(server_statements(&mut conn).await, 0);
+        drop(conn);
+        pool.close().await;
     })
     .await;
 }

@@ -64,18 +64,31 @@ impl SqlxManager<PgConnection> {
     /// connections per transaction (PgBouncer or pgcat in transaction mode).
     /// Defaults to [`PoolerMode::Session`]: connections as configured.
     ///
-    /// In [`PoolerMode::Transaction`] every connection is opened with sqlx's
-    /// `statement_cache_capacity(0)`, so no prepared statement is kept for
-    /// reuse on a server connection the pooler may since have given to
-    /// someone else. Both [`ResetMode`](super::ResetMode)s stay available:
-    /// their reset is a plain statement plus, when a transaction is open,
-    /// its `ROLLBACK`, neither of which needs the same server session.
+    /// In [`PoolerMode::Transaction`]:
     ///
-    /// Mind what sqlx does with the cache off: a query it would have cached
-    /// is still prepared under a name (never reused, never closed) in its own
-    /// round trip before it is bound, so outside a transaction the pooler
-    /// must carry prepared statements across server connections (PgBouncer
-    /// 1.21 or later with `max_prepared_statements` above 0).
+    /// - every connection is opened with sqlx's `statement_cache_capacity(0)`,
+    ///   so no prepared statement is cached for reuse on a server connection
+    ///   the pooler may since have given to someone else;
+    /// - every query through `&pool` (the pool as an executor) runs as an
+    ///   unnamed statement, as with sqlx's `.persistent(false)`, so none is
+    ///   left on the server.
+    ///
+    /// Queries through a connection or a [`Transaction`](super::Transaction)
+    /// (`&mut *conn`, `&mut *tx`) go to sqlx directly: give them
+    /// `.persistent(false)`. With the cache off, sqlx still prepares a
+    /// persistent query (its default) under a new name each time and never
+    /// closes it, so the server's statements for that session grow with
+    /// every such query.
+    ///
+    /// Both [`ResetMode`](super::ResetMode)s stay available: their reset is
+    /// a plain statement plus, when a transaction is open, its `ROLLBACK`,
+    /// neither of which needs the same server session.
+    ///
+    /// sqlx prepares a statement in one round trip and binds it in the next;
+    /// outside a transaction, a pooler may run the two on different server
+    /// connections. PgBouncer 1.21 and later with `max_prepared_statements`
+    /// above 0 carries statements across them; older poolers need queries in
+    /// a transaction, where the server connection stays the same.
     ///
     /// # Example
     ///
