@@ -17,6 +17,20 @@ pub mod pooler;
     )))
 )]
 pub mod sqlx;
+#[cfg(any(
+    feature = "sqlx08-postgres",
+    feature = "sqlx08-mysql",
+    feature = "sqlx08-sqlite"
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "sqlx08-postgres",
+        feature = "sqlx08-mysql",
+        feature = "sqlx08-sqlite"
+    )))
+)]
+pub mod sqlx08;
 #[cfg(feature = "tokio-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 pub mod tokio_postgres;
