@@ -19,7 +19,7 @@ use crate::slots::Handoff;
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 use std::pin::pin;
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::sync::Arc;
 
 /// What the synchronous fast path found.

@@ -25,7 +25,7 @@
 //! connections failing their check (the server restarted) count once:
 //! replacing them at once is what the caller wants.
 
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,10 +49,14 @@ fn backoff_after(n: u32) -> Duration {
 }
 
 /// Counts a connector out when it ends, however it ends.
-struct Running<'a>(&'a std::sync::atomic::AtomicU32);
+struct Running<'a>(&'a crate::sync::AtomicU32);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
+        // SeqCst: pairs with the SeqCst increment of `waiting` in
+        // `Waiter::register` (and the SeqCst loads of both counts): either
+        // the leaving connector's demand re-check sees that waiter, or the
+        // waiter's `request_connections` sees this connector gone.
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -93,6 +97,8 @@ impl<M: ManageConnection> Shared<M> {
             if self.open_count() >= self.config.max_size() || self.is_closed() {
                 return;
             }
+            // SeqCst: the waiter's side of the store-buffering protocol
+            // (see `Running`): it follows the SeqCst increment of `waiting`.
             let running = self.connecting.load(Ordering::SeqCst);
             if running >= limit || running >= self.demand() {
                 return;
@@ -100,9 +106,11 @@ impl<M: ManageConnection> Shared<M> {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };
+            // Relaxed: claims a connector place; the count is a bound, the
+            // task it spawns is ordered by the spawn itself.
             if self
                 .connecting
-                .compare_exchange(running, running + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(running, running + 1, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
                 runtime.spawn(connector(self.clone()));

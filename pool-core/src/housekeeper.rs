@@ -20,7 +20,7 @@
 //! directly (and `try_get` may find nothing).
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -208,7 +208,7 @@ impl<M: ManageConnection> Shared<M> {
 /// Spawns the task `make` builds, unless `started` says it already was;
 /// does nothing outside a tokio runtime (the next call from inside one
 /// starts it).
-fn spawn_once<F>(started: &std::sync::atomic::AtomicU32, make: impl FnOnce() -> F)
+fn spawn_once<F>(started: &crate::sync::AtomicU32, make: impl FnOnce() -> F)
 where
     F: Future<Output = ()> + Send + 'static,
 {

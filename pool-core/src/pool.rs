@@ -1,7 +1,7 @@
 //! The public handle: documented one-line hand-offs to the engine in
 //! `shared.rs`.
 
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -47,7 +47,7 @@ use crate::clock::{Clock, Stamp};
 use crate::index_stack::{IndexStack, Popped};
 use crate::slots::{Census, Entry, Handoff, Slots, State};
 use crate::stats::{Reason, Stats};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sync::lock_std as lock;

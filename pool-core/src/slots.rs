@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::clock::Stamp;
 use crate::index_stack::Links;
 use crate::leak::LeakSlot;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicU64, AtomicU8, Ordering};
 
 use crossbeam_utils::CachePadded;
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use pool_api::Evictions;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::stat::AtomicU64;
+use crate::sync::Ordering;
 
 use crossbeam_utils::CachePadded;
 
@@ -166,7 +167,7 @@ pub(crate) const SHARDS: usize = 4;
 #[inline]
 fn thread_shard() -> usize {
     use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
+    use crate::sync::stat::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };

@@ -181,7 +181,10 @@ impl<T> WaiterQueue<T> {
 
     /// Callers waiting now.
     pub(crate) fn waiting(&self) -> u32 {
-        // SeqCst: see `Waiter::register`.
+        // SeqCst: pairs with the SeqCst increment in `Waiter::register` and
+        // the SeqCst decrement of the connector count that a leaving
+        // connector makes before it reads this (`connector.rs`): the
+        // store-buffering protocol between the two counts.
         self.waiting.load(Ordering::SeqCst)
     }
 
@@ -203,12 +206,15 @@ impl<T> WaiterQueue<T> {
                 let node = &*node;
                 let waker = node.waker.with_mut(|w| (*w).take());
                 node.value.with_mut(|v| *v = Some(value));
-                // Release: publishes the value; the waiter's Acquire load
-                // of READY owns the node again from here on.
+                // Release: publishes the value; pairs with the Acquire
+                // load of `state` in `Waiter::poll` and `Waiter::drop`,
+                // after which the waiter owns the node again.
                 node.state.store(READY, Ordering::Release);
-                // Served: no longer counted as waiting, so a connector
-                // deciding whether to open another sees it at once.
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                // Served: no longer counted as waiting. Relaxed: a
+                // connector that still sees the old count opens one
+                // connection too many at worst; only the increment in
+                // `register` takes part in the store-buffering protocol.
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
                 if list.is_empty() {
                     stack.clear_waiters();
                 }
@@ -246,10 +252,12 @@ impl<T> WaiterQueue<T> {
                         wakers.push(w);
                     }
                     if state == CLOSED {
-                        self.waiting.fetch_sub(1, Ordering::SeqCst);
+                        // Relaxed: as in `offer`.
+                        self.waiting.fetch_sub(1, Ordering::Relaxed);
                     }
-                    // Release: the last touch of the node (see the module
-                    // docs).
+                    // Release: the last touch of the node; pairs with the
+                    // Acquire load of `state` in `Waiter::poll` and
+                    // `Waiter::drop` (see the module docs).
                     node.state.store(state, Ordering::Release);
                 } else if let Some(d) = node.deadline {
                     earliest = Some(earliest.map_or(d, |e| e.min(d)));
@@ -404,7 +412,8 @@ impl<T, H: WaitHost<T>> Future for Waiter<'_, T, H> {
         // Only shared access from here on: the node never moves.
         let this = self.into_ref().get_ref();
         loop {
-            // Acquire: pairs with the Release store that ended the wait.
+            // Acquire: pairs with the Release store of the final state in
+            // `offer` or `unlink_where` that ended the wait.
             match this.node.state.load(Ordering::Acquire) {
                 NEW => return this.register(cx.waker()),
                 READY => return Poll::Ready(Handed::Value(this.take_value())),
@@ -413,6 +422,7 @@ impl<T, H: WaitHost<T>> Future for Waiter<'_, T, H> {
                     // Still queued (woken for something else): refresh the
                     // waker unless the stored one wakes the same task.
                     let list = lock(&this.host.queue().list);
+                    // Acquire: as above (the lock orders it too).
                     if this.node.state.load(Ordering::Acquire) != QUEUED {
                         // Ended meanwhile: read the outcome.
                         drop(list);
@@ -439,17 +449,20 @@ impl<T, H: WaitHost<T>> Drop for Waiter<'_, T, H> {
     fn drop(&mut self) {
         let queue = self.host.queue();
         let node = &self.node;
-        // Acquire: as in `poll`.
+        // Acquire: pairs with the Release store of the final state in
+        // `offer` or `unlink_where`, as in `poll`.
         let mut state = node.state.load(Ordering::Acquire);
         if state == QUEUED {
             let (stack, _) = self.host.idle();
             let mut list = lock(&queue.list);
+            // Acquire: as above (the lock orders it too).
             state = node.state.load(Ordering::Acquire);
             if state == QUEUED {
                 // SAFETY: QUEUED under the lock: the node is linked.
                 unsafe { list.unlink(node) };
                 node.state.store(DONE, Ordering::Relaxed);
-                queue.waiting.fetch_sub(1, Ordering::SeqCst);
+                // Relaxed: as in `offer`.
+                queue.waiting.fetch_sub(1, Ordering::Relaxed);
                 if list.is_empty() {
                     stack.clear_waiters();
                 }
@@ -462,7 +475,8 @@ impl<T, H: WaitHost<T>> Drop for Waiter<'_, T, H> {
             // The sweeper left the count to us.
             TIMED_OUT => {
                 node.state.store(DONE, Ordering::Relaxed);
-                queue.waiting.fetch_sub(1, Ordering::SeqCst);
+                // Relaxed: as in `offer`.
+                queue.waiting.fetch_sub(1, Ordering::Relaxed);
             }
             _ => {}
         }
