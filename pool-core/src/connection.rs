@@ -1,25 +1,14 @@
 //! The guard a caller holds while using a connection.
 
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use crate::clock::Stamp;
 use crate::shared::Shared;
-use crate::slots::Entry;
+use crate::slots::Handoff;
 use crate::stats::Reason;
 use pool_api::ManageConnection;
-use std::sync::Arc;
-
-/// What dropping the guard does with the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnDrop {
-    /// Give it back to the pool (checked, reset if dirty).
-    Return,
-    /// The caller discarded it: end the checkout and close it.
-    Discard,
-    /// Close it: dropped while the pool was still checking or resetting it,
-    /// outside any checkout.
-    Close(Reason),
-}
 
 /// A connection checked out of a [`Pool`](crate::Pool).
 ///
@@ -33,12 +22,13 @@ pub(crate) enum OnDrop {
 /// A panic while holding the guard drops it as usual: the slot is never
 /// lost.
 pub struct PooledConnection<M: ManageConnection> {
-    pub(crate) shared: Arc<Shared<M>>,
-    pub(crate) index: u16,
-    /// `Some` until the guard gives the connection away.
-    entry: Option<Entry<M::Connection>>,
-    pub(crate) checked_out_at: Stamp,
-    pub(crate) on_drop: OnDrop,
+    shared: Arc<Shared<M>>,
+    /// The connection and its slot. Taken only by `drop` or `detach`, each
+    /// of which ends the guard.
+    handoff: ManuallyDrop<Handoff<M::Connection>>,
+    checked_out_at: Stamp,
+    /// Set by `discard`: close instead of returning.
+    discard: bool,
 }
 
 impl<M: ManageConnection> std::fmt::Debug for PooledConnection<M>
@@ -47,69 +37,45 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PooledConnection")
-            .field("pool", &self.shared.config.name())
-            .field("slot", &self.index)
-            .field("conn", &self.entry.as_ref().map(|e| &e.conn))
+            .field("pool", &self.shared.config().name())
+            .field("slot", &self.handoff.index())
+            .field("conn", &self.handoff.entry.conn)
             .finish()
     }
 }
 
 impl<M: ManageConnection> PooledConnection<M> {
-    pub(crate) fn new(
-        shared: Arc<Shared<M>>,
-        index: u16,
-        entry: Entry<M::Connection>,
-        now: Stamp,
-        on_drop: OnDrop,
-    ) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<M>>, h: Handoff<M::Connection>, now: Stamp) -> Self {
         Self {
             shared,
-            index,
-            entry: Some(entry),
+            handoff: ManuallyDrop::new(h),
             checked_out_at: now,
-            on_drop,
-        }
-    }
-
-    pub(crate) fn entry(&self) -> &Entry<M::Connection> {
-        match &self.entry {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
-        }
-    }
-
-    fn entry_mut(&mut self) -> &mut Entry<M::Connection> {
-        match &mut self.entry {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
-        }
-    }
-
-    /// Takes the entry out, leaving the guard inert; the caller now owns the
-    /// slot.
-    pub(crate) fn take_entry(&mut self) -> Entry<M::Connection> {
-        match self.entry.take() {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
+            discard: false,
         }
     }
 
     /// Closes the connection instead of returning it; its slot is freed and
     /// a waiter, if any, gets a new connection.
     pub fn discard(mut self) {
-        self.on_drop = OnDrop::Discard;
+        self.discard = true;
     }
 
     /// Takes the connection out of the pool. Its slot is freed (a waiter, if
     /// any, gets a new connection) and the pool forgets it: closing it is
     /// now the caller's business.
-    pub fn detach(mut self) -> M::Connection {
-        let entry = self.take_entry();
-        self.shared.release_tracking(
-            self.index,
-            self.shared.clock.now().since(self.checked_out_at),
-        );
-        self.shared.forget(self.index);
+    pub fn detach(self) -> M::Connection {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `handoff` and `shared` are
+        // each taken once here and not used again.
+        let (h, shared) = unsafe {
+            (
+                ManuallyDrop::take(&mut this.handoff),
+                std::ptr::read(&this.shared),
+            )
+        };
+        shared.release_tracking(&h, shared.clock().now().since(this.checked_out_at));
+        let (slot, entry) = h.vacate();
+        shared.free_slot(slot);
         entry.conn
     }
 }
@@ -118,31 +84,26 @@ impl<M: ManageConnection> Deref for PooledConnection<M> {
     type Target = M::Connection;
 
     fn deref(&self) -> &M::Connection {
-        &self.entry().conn
+        &self.handoff.entry.conn
     }
 }
 
 impl<M: ManageConnection> DerefMut for PooledConnection<M> {
     fn deref_mut(&mut self) -> &mut M::Connection {
-        &mut self.entry_mut().conn
+        &mut self.handoff.entry.conn
     }
 }
 
 impl<M: ManageConnection> Drop for PooledConnection<M> {
     fn drop(&mut self) {
-        let Some(entry) = self.entry.take() else {
-            return;
-        };
-        match self.on_drop {
-            OnDrop::Return => self.shared.checkin(self.index, entry, self.checked_out_at),
-            OnDrop::Discard => {
-                self.shared.release_tracking(
-                    self.index,
-                    self.shared.clock.now().since(self.checked_out_at),
-                );
-                self.shared.evict(self.index, entry, Reason::Closed);
-            }
-            OnDrop::Close(reason) => self.shared.evict(self.index, entry, reason),
+        // SAFETY: `drop` runs once and nothing reads `handoff` after it.
+        let h = unsafe { ManuallyDrop::take(&mut self.handoff) };
+        if self.discard {
+            let held = self.shared.clock().now().since(self.checked_out_at);
+            self.shared.release_tracking(&h, held);
+            self.shared.evict(h, Reason::Closed);
+        } else {
+            self.shared.checkin(h, self.checked_out_at);
         }
     }
 }

@@ -76,11 +76,12 @@ pub(crate) enum PushRefused {
     Closed,
 }
 
-/// What a pop found.
+/// What a pop found: a node index here, an owned connection when the
+/// slots wrap it (`Slots::pop_idle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Popped {
+pub(crate) enum Popped<T = u16> {
     /// The caller now owns this node.
-    Node(u16),
+    Node(T),
     /// Nothing to pop (and no one waiting).
     Empty,
     /// Nothing to pop and callers are already queued: queue behind them.

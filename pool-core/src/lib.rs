@@ -18,6 +18,9 @@
 //!   backtrace, and export through the `metrics` crate.
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
+//!
+//! How the engine works, file by file, and one connection's journey through
+//! it, is written at the top of `src/shared.rs`.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -28,14 +31,20 @@ mod connection;
 mod connector;
 #[cfg(feature = "metrics")]
 mod export;
+mod floating;
+mod histogram;
 mod housekeeper;
 mod index_stack;
 mod leak;
+mod linked_list;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod pool;
 mod release;
 mod shared;
 mod slots;
 mod stats;
+mod sweeper;
 mod sync;
 mod waiters;
 

@@ -14,9 +14,9 @@
 use std::time::Duration;
 
 use crate::clock::Stamp;
-use crate::index_stack::Links;
+use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
-use crate::sync::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -46,12 +46,34 @@ impl<C> Entry<C> {
     }
 }
 
-/// A connection in a given slot, owned by whoever holds this value.
+/// A connection and the slot it occupies, owned by whoever holds this
+/// value: popping the idle stack, filling a reservation or taking a chain
+/// yields one, and pushing it back consumes it (and returns it on refusal).
+/// Not `Copy`, not `Clone`: two holders of one slot cannot be written.
 #[derive(Debug)]
 pub(crate) struct Handoff<C> {
-    pub(crate) index: u16,
+    index: u16,
     pub(crate) entry: Entry<C>,
 }
+
+impl<C> Handoff<C> {
+    /// The slot's index (for logs and the model tests).
+    pub(crate) fn index(&self) -> u16 {
+        self.index
+    }
+
+    /// The connection leaves the pool's hands (closed or detached); the
+    /// slot stays owned, empty, until [`Slots::free`] takes it.
+    pub(crate) fn vacate(self) -> (Vacant, Entry<C>) {
+        (Vacant(self.index), self.entry)
+    }
+}
+
+/// An owned slot with no connection in it: reserved for a connect, or
+/// emptied by a close. Not `Copy`: [`Slots::free`] consumes it. (The
+/// engine wraps it in a `Reservation` whose `Drop` frees it.)
+#[derive(Debug)]
+pub(crate) struct Vacant(u16);
 
 /// What a slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +147,20 @@ impl<C> Slot<C> {
     }
 }
 
+/// The slots, the two stacks that link them (idle connections, free slots)
+/// and the count of slots reserved. The only code that touches a slot's
+/// connection: everything else holds [`Handoff`] and [`Vacant`] tokens.
 pub(crate) struct Slots<C> {
-    pub(crate) links: Links,
+    links: Links,
+    /// The idle set: slots holding a connection nobody uses.
+    idle: IndexStack,
+    /// The free list: slots with no connection, ready to reserve.
+    free: IndexStack,
+    /// Slots reserved: connections open or being opened. Changed only when
+    /// a slot is reserved or freed (never on checkout or return), so the
+    /// slow paths can read it instead of adding up every slot. Relaxed: a
+    /// count for decisions that tolerate a stale value (demand, refill).
+    open: AtomicU32,
     slots: Box<[CachePadded<Slot<C>>]>,
 }
 
@@ -138,10 +172,48 @@ impl<C> std::fmt::Debug for Slots<C> {
     }
 }
 
+/// A chain of idle connections taken off the stack at once; yields each
+/// as an owned [`Handoff`], top first.
+pub(crate) struct Chain<'a, C> {
+    slots: &'a Slots<C>,
+    next: u16,
+}
+
+impl<C> Iterator for Chain<'_, C> {
+    type Item = Handoff<C>;
+
+    fn next(&mut self) -> Option<Handoff<C>> {
+        let index = self.next;
+        if index == NIL {
+            return None;
+        }
+        // Read before the take: the link belongs to the chain we own.
+        self.next = self.slots.links.next(index);
+        // SAFETY: `take_all`/`close` handed the whole chain to the `Chain`'s
+        // maker, which owns every node on it; each is taken once.
+        Some(unsafe { self.slots.take(index) })
+    }
+}
+
+impl<C> Drop for Chain<'_, C> {
+    fn drop(&mut self) {
+        // Every connection of the chain must be accounted for: a chain
+        // dropped half-walked would leak its slots.
+        debug_assert!(
+            self.next == NIL || std::thread::panicking(),
+            "a chain of idle connections was dropped unwalked"
+        );
+    }
+}
+
 impl<C> Slots<C> {
+    /// `len` free slots, all on the free list.
     pub(crate) fn new(len: usize) -> Self {
-        Self {
+        let slots = Self {
             links: Links::new(len),
+            idle: IndexStack::new(),
+            free: IndexStack::new(),
+            open: AtomicU32::new(0),
             slots: (0..len)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -152,11 +224,129 @@ impl<C> Slots<C> {
                     })
                 })
                 .collect(),
+        };
+        for i in (0..len).rev() {
+            // `i < len <= MAX_POOL_SIZE`, so it fits in u16 and is not NIL.
+            let pushed = slots.free.push(&slots.links, i as u16);
+            debug_assert!(pushed.is_ok());
+        }
+        slots
+    }
+
+    /// Slots reserved (connections open or being opened).
+    pub(crate) fn open(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Reserves a free slot, marked opening; `None` when all are taken.
+    pub(crate) fn reserve(&self) -> Option<Vacant> {
+        match self.free.pop(&self.links) {
+            Popped::Node(index) => {
+                self.get(index).set(State::Opening);
+                self.open.fetch_add(1, Ordering::Relaxed);
+                Some(Vacant(index))
+            }
+            _ => None,
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+    /// Puts a new connection in a reserved slot, counted in use until it is
+    /// delivered.
+    pub(crate) fn fill(&self, slot: Vacant, entry: Entry<C>) -> Handoff<C> {
+        Handoff {
+            index: slot.0,
+            entry,
+        }
+    }
+
+    /// Gives a slot back to the free list.
+    pub(crate) fn free(&self, slot: Vacant) {
+        self.get(slot.0).set(State::Free);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        let pushed = self.free.push(&self.links, slot.0);
+        debug_assert!(pushed.is_ok(), "the free list is never closed");
+    }
+
+    /// Pops an idle connection, counted in use.
+    #[inline]
+    pub(crate) fn pop_idle(&self) -> Popped<Handoff<C>> {
+        match self.idle.pop(&self.links) {
+            Popped::Node(index) => Popped::Node(self.take_in_use(index)),
+            Popped::Empty => Popped::Empty,
+            Popped::Waiters => Popped::Waiters,
+            Popped::Closed => Popped::Closed,
+        }
+    }
+
+    /// Parks a connection on the idle stack, marked idle. Refused while
+    /// callers wait or once closed: the connection comes back with why.
+    #[inline]
+    pub(crate) fn push_idle(&self, h: Handoff<C>) -> Result<(), (PushRefused, Handoff<C>)> {
+        let Handoff { index, entry } = h;
+        // Marked idle before the push: once pushed, the slot is someone
+        // else's to mark.
+        self.get(index).set(State::Idle);
+        // SAFETY: the `Handoff` owned `index`; it becomes the stack's only
+        // on a successful push.
+        unsafe { self.put(index, entry) };
+        match self.idle.push(&self.links, index) {
+            Ok(()) => Ok(()),
+            // SAFETY: the push failed, so we still own `index` and undo our
+            // put.
+            Err(refused) => Err((refused, unsafe { self.take(index) })),
+        }
+    }
+
+    /// Marks callers as waiting on the idle stack (with the waiter queue
+    /// locked), or hands over a connection found on it after all
+    /// (`Err(Popped::Node)`, counted in use), or reports it closed.
+    pub(crate) fn mark_waiting(&self) -> Result<(), Popped<Handoff<C>>> {
+        match self.idle.set_waiters(&self.links) {
+            Ok(()) => Ok(()),
+            Err(Popped::Node(index)) => Err(Popped::Node(self.take_in_use(index))),
+            Err(_) => Err(Popped::Closed),
+        }
+    }
+
+    /// Clears the idle stack's `WAITERS` bit (the waiter queue emptied;
+    /// called under its lock).
+    pub(crate) fn clear_waiting(&self) {
+        self.idle.clear_waiters();
+    }
+
+    /// Whether callers are queued (a hint; see `IndexStack::has_waiters`).
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.idle.has_waiters()
+    }
+
+    /// Whether the idle stack is closed (the pool is).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.idle.is_closed()
+    }
+
+    /// Takes every idle connection at once (the housekeeper's sweep,
+    /// `soft_evict_all`). The caller must walk the chain to its end.
+    pub(crate) fn take_idle(&self) -> Chain<'_, C> {
+        Chain {
+            slots: self,
+            next: self.idle.take_all(),
+        }
+    }
+
+    /// Closes the idle stack and takes every idle connection, as
+    /// [`take_idle`](Self::take_idle).
+    pub(crate) fn close_idle(&self) -> Chain<'_, C> {
+        Chain {
+            slots: self,
+            next: self.idle.close(),
+        }
+    }
+
+    /// The slot a token holds.
+    #[inline]
+    pub(crate) fn slot(&self, h: &Handoff<C>) -> &Slot<C> {
+        self.get(h.index)
     }
 
     /// Adds up the slots' states.
@@ -181,7 +371,12 @@ impl<C> Slots<C> {
             .sum()
     }
 
-    pub(crate) fn get(&self, index: u16) -> &Slot<C> {
+    /// Every slot, for the leak scan.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot<C>> {
+        self.slots.iter().map(|s| &**s)
+    }
+
+    fn get(&self, index: u16) -> &Slot<C> {
         debug_assert!(
             usize::from(index) < self.slots.len(),
             "slot {index} out of range"
@@ -189,12 +384,21 @@ impl<C> Slots<C> {
         &self.slots[usize::from(index)]
     }
 
+    /// Takes the connection out of a slot just popped, counted in use.
+    fn take_in_use(&self, index: u16) -> Handoff<C> {
+        // SAFETY: the pop (or registration) that produced `index` made us its
+        // owner.
+        let h = unsafe { self.take(index) };
+        self.get(index).set(State::InUse);
+        h
+    }
+
     /// Stores an idle connection in its slot before the index is pushed.
     ///
     /// # Safety
     ///
     /// The caller owns `index` (reserved or popped it, has not pushed it).
-    pub(crate) unsafe fn put(&self, index: u16, entry: Entry<C>) {
+    unsafe fn put(&self, index: u16, entry: Entry<C>) {
         // SAFETY: the caller owns the slot, so no other thread accesses the
         // cell until the Release push that follows publishes it.
         self.get(index).entry.with_mut(|e| unsafe {
@@ -203,17 +407,18 @@ impl<C> Slots<C> {
         });
     }
 
-    /// Takes the idle connection out of a slot just popped.
+    /// Takes the idle connection out of a slot.
     ///
     /// # Safety
     ///
-    /// The caller owns `index` (popped it, or is undoing its own `put`).
-    pub(crate) unsafe fn take(&self, index: u16) -> Entry<C> {
+    /// The caller owns `index` (popped it, took its chain, or is undoing
+    /// its own `put`).
+    unsafe fn take(&self, index: u16) -> Handoff<C> {
         // SAFETY: the caller owns the slot; the Acquire pop that gave it
         // ownership made the pusher's write visible.
         let entry = self.get(index).entry.with_mut(|e| unsafe { (*e).take() });
         match entry {
-            Some(e) => e,
+            Some(entry) => Handoff { index, entry },
             // An idle-stack index always has its entry; anything else is a
             // bug in this crate, not a user error.
             None => unreachable!("idle slot {index} held no connection"),
