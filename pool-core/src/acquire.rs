@@ -148,7 +148,7 @@ impl<M: ManageConnection> Shared<M> {
     /// `before_acquire` hook before it is handed out.
     #[inline]
     fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.checkout_hook().is_some() || self.validation_due(entry, now)
+        self.has_checkout_hook() || self.validation_due(entry, now)
     }
 
     /// Whether `is_valid` must run before `entry` is handed out.

@@ -32,9 +32,10 @@ use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 use crate::clock::{Clock, Stamp};
+use crate::floating::Reservation;
 use crate::shared::{LastError, Shared};
-use crate::slots::{Entry, Vacant};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::slots::Entry;
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -53,14 +54,18 @@ fn backoff_after(n: u32) -> Duration {
 /// # The store-buffering protocol
 ///
 /// A caller that queues increments the waiter count and then looks at
-/// `running` (in [`Shared::request_connections`]); a connector that stops
-/// decrements `running` and then looks at the waiter count
-/// ([`Shared::connector_done`]). With both writes and both reads SeqCst,
-/// at least one side sees the other's write: either the caller sees the
-/// connector gone and starts one, or the connector sees the caller and
-/// starts one. With weaker orderings both could read the old value (a
-/// store buffer each) and the caller would wait for a connection nobody
-/// opens. The loom model `waiter_meets_leaving_connector` checks it.
+/// `running` and the open count (in [`Shared::request_connections`]); a
+/// connector that stops decrements `running`, and a freed slot decrements
+/// the open count, and then look at the waiter count (the same function).
+/// Each side writes one count and reads the other's: without ordering,
+/// both could read the old value (a store buffer each) and the caller
+/// would wait for a connection nobody opens. `request_connections` starts
+/// with a SeqCst fence, after every such write and before every such read:
+/// of two fences one comes first in the single SeqCst order, and the side
+/// whose fence is second sees the other's write. (A fence, not SeqCst
+/// accesses: loom models SeqCst fences, not SeqCst accesses.) The loom
+/// models `loom_waiter_meets_leaving_connector` and
+/// `loom_reservation_dropped_while_waiter_queues` check both pairs.
 #[derive(Debug)]
 pub(crate) struct Connector {
     /// Connector tasks running (bounded by `max_concurrent_connects`).
@@ -90,11 +95,11 @@ impl Connector {
     /// Claims a connector place while fewer than `limit` run and fewer
     /// than `demand()` connections are wanted; `true`: the caller starts a
     /// connector holding it (see [`Connector::adopt`]).
-    fn claim(&self, limit: u32, demand: impl Fn() -> u32) -> bool {
+    pub(crate) fn claim(&self, limit: u32, demand: impl Fn() -> u32) -> bool {
         loop {
-            // SeqCst: the waiter's read in the store-buffering protocol (see
-            // the type docs); it follows the SeqCst increment of `waiting`.
-            let running = self.running.load(Ordering::SeqCst);
+            // Relaxed: the read of the store-buffering protocol (see the
+            // type docs), ordered by the fence in `request_connections`.
+            let running = self.running.load(Ordering::Relaxed);
             if running >= limit || running >= demand() {
                 return false;
             }
@@ -155,10 +160,10 @@ pub(crate) struct Running<'a>(&'a Connector);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        // SeqCst: the connector's write in the store-buffering protocol
-        // (see `Connector`); pairs with the SeqCst increment of `waiting`
-        // in `Waiter::register` and the SeqCst loads of both counts.
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        // Relaxed: the connector's write in the store-buffering protocol
+        // (see `Connector`), ordered by the fence that
+        // `Shared::connector_done` reaches next in `request_connections`.
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -191,6 +196,12 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Spawns connectors for the current demand, within the bounds.
     pub(crate) fn request_connections(self: &Arc<Self>) {
+        // SeqCst: the store-buffering protocol (see `Connector`). Pairs
+        // with this same fence in the other side's call: a queued waiter's
+        // (after its `waiting` increment) against a leaving connector's
+        // (after its `running` decrement) or a freed slot's (after the
+        // `open` decrement), so one of the two sees the other's write.
+        fence(Ordering::SeqCst);
         let limit = self.config().max_concurrent_connects();
         loop {
             // The open count first: it rarely changes, where the stack word
@@ -225,10 +236,7 @@ impl<M: ManageConnection> Shared<M> {
     /// Reserves a free slot for a connect; `None` at `max_size`.
     pub(crate) fn reserve(self: &Arc<Self>) -> Option<Reservation<M>> {
         let slot = self.slots().reserve()?;
-        Some(Reservation {
-            shared: self.clone(),
-            slot: Some(slot),
-        })
+        Some(Reservation::new(self.clone(), slot))
     }
 
     /// Opens one connection and runs the `after_connect` hook, within
@@ -384,40 +392,6 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
-        }
-    }
-}
-
-/// A reserved slot with no connection in it yet; dropping it gives the slot
-/// back (a cancelled or failed connect never leaks a slot).
-pub(crate) struct Reservation<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
-    /// `Some` until `fill` or `abandon` consumes the reservation.
-    slot: Option<Vacant>,
-}
-
-impl<M: ManageConnection> Reservation<M> {
-    /// Gives the slot back after a failed connect that is reported to the
-    /// caller (`Pool::new`), without starting another connect for it.
-    pub(crate) fn abandon(mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.shared.slots().free(slot);
-        }
-    }
-
-    /// Puts the new connection in service.
-    pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
-        if let Some(slot) = self.slot.take() {
-            let h = self.shared.slots().fill(slot, entry);
-            self.shared.deliver(h);
-        }
-    }
-}
-
-impl<M: ManageConnection> Drop for Reservation<M> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.shared.free_slot(slot);
         }
     }
 }

@@ -1,5 +1,12 @@
-//! A connection in flight: out of the idle set and out of any checkout,
-//! while the pool validates it, resets it, pings it or runs a hook on it.
+//! The slots the pool holds between the caller's hands and the idle stack,
+//! as values whose drop makes every ending safe.
+//!
+//! A [`Reservation`] is a slot reserved for a connect with no connection in
+//! it yet: dropping it (a cancelled or failed connect) gives the slot back.
+//!
+//! A [`Floating`] connection is in flight: out of the idle set and out of
+//! any checkout, while the pool validates it, resets it, pings it or runs a
+//! hook on it.
 //!
 //! Those steps are async and can be cancelled (a dropped `get()`, a runtime
 //! shutting down mid-reset) or fail; [`Floating`] makes every such ending
@@ -15,7 +22,7 @@ use std::sync::Arc;
 use pool_api::ManageConnection;
 
 use crate::shared::Shared;
-use crate::slots::{Entry, Handoff};
+use crate::slots::{Entry, Handoff, Vacant};
 use crate::stats::Reason;
 
 /// A connection the pool is working on; see the module docs.
@@ -71,5 +78,46 @@ impl<M: ManageConnection> Drop for Floating<M> {
         // SAFETY: `drop` runs once and nothing reads `handoff` after it.
         let h = unsafe { ManuallyDrop::take(&mut self.handoff) };
         self.shared.evict(h, self.reason);
+    }
+}
+
+/// A reserved slot with no connection in it yet; dropping it gives the slot
+/// back (a cancelled or failed connect never leaks a slot).
+pub(crate) struct Reservation<M: ManageConnection> {
+    shared: Arc<Shared<M>>,
+    /// `Some` until `fill` or `abandon` consumes the reservation.
+    slot: Option<Vacant>,
+}
+
+impl<M: ManageConnection> Reservation<M> {
+    pub(crate) fn new(shared: Arc<Shared<M>>, slot: Vacant) -> Self {
+        Self {
+            shared,
+            slot: Some(slot),
+        }
+    }
+
+    /// Gives the slot back after a failed connect that is reported to the
+    /// caller (`Pool::new`), without starting another connect for it.
+    pub(crate) fn abandon(mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.shared.slots().free(slot);
+        }
+    }
+
+    /// Puts the new connection in service.
+    pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
+        if let Some(slot) = self.slot.take() {
+            let h = self.shared.slots().fill(slot, entry);
+            self.shared.deliver(h);
+        }
+    }
+}
+
+impl<M: ManageConnection> Drop for Reservation<M> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.shared.free_slot(slot);
+        }
     }
 }

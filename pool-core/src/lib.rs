@@ -23,12 +23,13 @@
 //! it, is written at the top of `src/shared.rs`.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
 mod clock;
 mod connection;
 mod connector;
+mod entry;
 #[cfg(feature = "metrics")]
 mod export;
 mod floating;
@@ -40,7 +41,6 @@ mod linked_list;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod pool;
-mod release;
 mod shared;
 mod slots;
 mod stats;

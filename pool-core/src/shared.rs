@@ -196,8 +196,14 @@ impl<M: ManageConnection> Shared<M> {
         self.hooks.as_deref()
     }
 
-    /// The hooks when they run at checkout (`before_acquire`).
+    /// Whether the hooks run at checkout (`before_acquire`): one flag, read
+    /// by the fast path.
     #[inline]
+    pub(crate) fn has_checkout_hook(&self) -> bool {
+        self.hook_at_checkout
+    }
+
+    /// The hooks when they run at checkout (`before_acquire`).
     pub(crate) fn checkout_hook(&self) -> Option<&dyn Hooks<M>> {
         self.hooks.as_deref().filter(|_| self.hook_at_checkout)
     }
@@ -349,10 +355,7 @@ impl<M: ManageConnection> Shared<M> {
     /// Closes the pool: fails waiters, closes idle connections, and returns
     /// once every connection is closed.
     pub(crate) async fn close(self: &Arc<Self>) {
-        for h in self.slots.close_idle() {
-            self.evict(h, Reason::Closed);
-        }
-        self.waiters.close_all(|| self.slots.clear_waiting());
+        self.shut();
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);
@@ -362,6 +365,15 @@ impl<M: ManageConnection> Shared<M> {
             }
             drained.await;
         }
+    }
+
+    /// The synchronous half of [`close`](Self::close): closes the idle
+    /// stack, closing the connections on it, and fails every waiter.
+    pub(crate) fn shut(self: &Arc<Self>) {
+        for h in self.slots.close_idle() {
+            self.evict(h, Reason::Closed);
+        }
+        self.waiters.close_all(|| self.slots.clear_waiting());
     }
 
     /// Retires every connection: idle ones now, in-use ones at their return.

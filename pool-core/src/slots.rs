@@ -4,6 +4,20 @@
 //! its state (free, opening, idle, in use), how many times it was checked
 //! out, and, when leak detection is on, who took it while it is in use.
 //!
+//! # Ownership
+//!
+//! A slot is owned by exactly one party at a time: a stack (the idle stack
+//! or the free list, see `index_stack.rs`, "Ownership") or whoever holds
+//! its token. The tokens are values, neither `Copy` nor `Clone`: a
+//! [`Handoff`] owns a slot and the connection in it, a [`Vacant`] owns an
+//! empty slot. Every way to get a slot yields one ([`Slots::reserve`],
+//! [`Slots::pop_idle`], [`Slots::mark_waiting`], the [`Chain`] of
+//! [`Slots::take_idle`] and [`Slots::close_idle`]) and every way to give one
+//! up consumes one ([`Slots::push_idle`], which hands it back on refusal,
+//! and [`Slots::free`]). The only `unsafe` access to a slot's connection,
+//! `put` and `take`, is private to this module, justified by the token or
+//! the stack operation that proves ownership.
+//!
 //! State and checkout count live in the slot, written only by the slot's
 //! owner with plain (uncontended) stores on a cache line of its own, instead
 //! of in pool-wide counters every checkout and return would contend on. A
@@ -11,9 +25,7 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
-use std::time::Duration;
-
-use crate::clock::Stamp;
+pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -21,30 +33,6 @@ use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::sync::UnsafeCell;
-
-/// A connection with what the pool knows about it. It moves with the
-/// connection: in the slot while idle, in the guard while in use, in a
-/// waiter's node during a handoff.
-#[derive(Debug)]
-pub(crate) struct Entry<C> {
-    pub(crate) conn: C,
-    pub(crate) created_at: Stamp,
-    /// When it must be retired (max lifetime less jitter), or `NEVER`.
-    pub(crate) expires_at: Stamp,
-    /// When it was opened or last came back.
-    pub(crate) last_used: Stamp,
-    /// The pool's eviction generation when its connect started; an older
-    /// generation than the pool's means `soft_evict_all` retired it.
-    pub(crate) generation: u64,
-    /// When the housekeeper last pinged it (keepalive).
-    pub(crate) last_ping: Stamp,
-}
-
-impl<C> Entry<C> {
-    pub(crate) fn idle_for(&self, now: Stamp) -> Duration {
-        now.since(self.last_used)
-    }
-}
 
 /// A connection and the slot it occupies, owned by whoever holds this
 /// value: popping the idle stack, filling a reservation or taking a chain
@@ -431,3 +419,89 @@ impl<C> Slots<C> {
 unsafe impl<C: Send> Sync for Slots<C> {}
 // SAFETY: as above; the slots own their connections.
 unsafe impl<C: Send> Send for Slots<C> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::Stamp;
+
+    fn entry(conn: u32) -> Entry<u32> {
+        let t = Stamp::from_nanos(1);
+        Entry {
+            conn,
+            created_at: t,
+            expires_at: Stamp::NEVER,
+            last_used: t,
+            generation: 0,
+            last_ping: t,
+        }
+    }
+
+    fn counts(s: &Slots<u32>) -> (u32, u32, u32, u32) {
+        let c = s.census();
+        (c.idle, c.in_use, c.opening, s.open())
+    }
+
+    #[test]
+    fn reserve_fill_park_pop_and_free() {
+        let s = Slots::new(2);
+        let a = s.reserve().expect("free slot");
+        let b = s.reserve().expect("free slot");
+        assert!(s.reserve().is_none(), "two slots only");
+        assert_eq!(counts(&s), (0, 0, 2, 2));
+        s.push_idle(s.fill(a, entry(10))).unwrap();
+        s.push_idle(s.fill(b, entry(20))).unwrap();
+        assert_eq!(counts(&s), (2, 0, 0, 2));
+        let Popped::Node(top) = s.pop_idle() else {
+            panic!("two idle")
+        };
+        assert_eq!(top.entry.conn, 20, "LIFO");
+        assert_eq!(counts(&s), (1, 1, 0, 2));
+        let (slot, entry) = top.vacate();
+        assert_eq!(entry.conn, 20);
+        s.free(slot);
+        assert_eq!(counts(&s), (1, 0, 0, 1));
+        assert!(s.reserve().is_some(), "the freed slot is reserved again");
+    }
+
+    #[test]
+    fn a_refused_push_gives_the_connection_back() {
+        let s = Slots::new(1);
+        let slot = s.reserve().unwrap();
+        assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
+        let (why, back) = s.push_idle(s.fill(slot, entry(7))).unwrap_err();
+        assert_eq!(why, PushRefused::Waiters);
+        assert_eq!(back.entry.conn, 7);
+        s.clear_waiting();
+        s.push_idle(back).unwrap();
+        for h in s.close_idle() {
+            assert_eq!(h.entry.conn, 7);
+            s.free(h.vacate().0);
+        }
+        let slot = s.reserve().unwrap();
+        let (why, back) = s.push_idle(s.fill(slot, entry(8))).unwrap_err();
+        assert_eq!(why, PushRefused::Closed);
+        s.free(back.vacate().0);
+        assert_eq!(counts(&s), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn take_idle_yields_every_connection_once() {
+        let s = Slots::new(3);
+        for conn in 0..3 {
+            let slot = s.reserve().unwrap();
+            s.push_idle(s.fill(slot, entry(conn))).unwrap();
+        }
+        let taken: Vec<_> = s.take_idle().collect();
+        let conns: Vec<u32> = taken.iter().map(|h| h.entry.conn).collect();
+        assert_eq!(conns, [2, 1, 0], "top first");
+        assert!(matches!(s.pop_idle(), Popped::Empty));
+        for h in taken {
+            s.push_idle(h).unwrap();
+        }
+        assert!(
+            matches!(s.mark_waiting(), Err(Popped::Node(h)) if h.entry.conn == 0),
+            "a waiter finds the top connection instead of queuing"
+        );
+    }
+}

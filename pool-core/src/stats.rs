@@ -5,6 +5,7 @@
 
 use pool_api::{Evictions, PoolMetrics};
 
+#[cfg(feature = "metrics")]
 pub(crate) use crate::histogram::Histogram;
 use crate::histogram::Sharded;
 use crate::slots::Census;

@@ -3,10 +3,14 @@
 //! unchanged. Every atomic in the engine comes from here.
 
 #[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
