@@ -11,18 +11,18 @@
 //! | `pool.rs` | `Pool`: the public handle, one-line hand-offs to `Shared` |
 //! | `shared.rs` | `Shared`: the components together; closing, eviction, freeing slots |
 //! | `acquire.rs` | the checkout path: `get()`, `try_get()`, checkout checks |
-//! | `connection.rs` | `PooledConnection`: the caller's guard; returns or discards |
-//! | `floating.rs` | `Floating`: a connection in flight (validation, reset, ping, hooks) |
-//! | `release.rs` | the return path: `checkin`, reset, `deliver` (handoff or push) |
-//! | `slots.rs` | `Slots`: the slots, the idle stack, the free list, ownership tokens |
+//! | `connection.rs` | `PooledConnection`, the caller's guard, and the return path its drop starts: `checkin`, `deliver` |
+//! | `floating.rs` | `Floating` (a connection in flight: validation, reset, ping, hooks) and `Reservation` (a slot reserved for a connect) |
+//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Handoff` and `Vacant`; one slot's state; what the pool knows about a connection |
 //! | `index_stack.rs` | `IndexStack`: the lock-free Treiber stack of slot indices |
-//! | `waiters.rs` | `WaiterQueue`, `Waiter`: the fair waiting protocol |
+//! | `waiters.rs`, `waiters/waiter.rs` | `WaiterQueue` and the `Waiter` future: the fair waiting protocol |
 //! | `linked_list.rs` | the intrusive list the waiter queue links its nodes in |
 //! | `sweeper.rs` | `Sweeper`: times out waiters past their deadline |
 //! | `connector.rs` | `Connector`: demand-driven connects, their bound and back-off |
 //! | `housekeeper.rs` | `Housekeeper`: retirement, keepalive, refill, leak scan |
 //! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
 //! | `leak.rs`, `clock.rs`, `sync.rs` | leak records, timestamps, the loom shim |
+//! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
 //!
 //! # One connection's journey
 //!
@@ -31,7 +31,7 @@
 //!    (`slots.rs`): one CAS that yields a [`Handoff`], the token that owns
 //!    the slot and its connection.
 //! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a
-//!    `Waiter` (`waiters.rs`). Its first poll, `Waiter::register`, marks
+//!    `Waiter` (`waiters/waiter.rs`). Its first poll, `register`, marks
 //!    the stack (`Slots::mark_waiting`) and links its node in the queue
 //!    under the queue's lock, then asks `Shared::request_connections`
 //!    (`connector.rs`) for connections. It resolves when a handoff fills
@@ -41,17 +41,17 @@
 //!    validation or a `before_acquire` hook first is held by a `Floating`
 //!    (`floating.rs`), whose drop closes it, until the checks pass.
 //! 4. **Drop**: `PooledConnection::drop` calls `Shared::checkin`
-//!    (`release.rs`): a broken or expired connection is closed
+//!    (`connection.rs`): a broken or expired connection is closed
 //!    (`Shared::evict`); a dirty one, or any when an `after_release` hook
 //!    runs, goes to a spawned `reset_then_deliver` as a `Floating`.
 //! 5. **Handoff**: a clean (or reset) connection goes to
-//!    `Shared::deliver` (`release.rs`): while callers wait it calls
+//!    `Shared::deliver` (`connection.rs`): while callers wait it calls
 //!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
 //!    waiter, puts the handoff in its node and wakes it; otherwise
 //!    `Slots::push_idle` parks it on the stack.
 //!
-//! So `get()` to the next waiter's wake-up reads `acquire.rs`,
-//! `connection.rs`, `release.rs` and `waiters.rs`.
+//! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
+//! files: `acquire.rs`, `connection.rs` and `waiters.rs`.
 //!
 //! # Implementation details
 //!
@@ -83,7 +83,7 @@
 //! like a returned one, to the longest waiter or onto the stack. A caller who
 //! gives up does not abort a half-open connection.
 //!
-//! **Returns** (`release.rs`): broken or expired connections are closed; dirty
+//! **Returns** (`connection.rs`): broken or expired connections are closed; dirty
 //! ones (`needs_reset`), or any when an `after_release` hook runs, are reset
 //! in a spawned task before anyone can get them; clean ones are delivered
 //! inline.

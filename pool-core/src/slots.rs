@@ -25,10 +25,13 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
+mod slot;
+
 pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub(crate) use slot::{Census, Slot, State};
 
 use crossbeam_utils::CachePadded;
 
@@ -62,78 +65,6 @@ impl<C> Handoff<C> {
 /// engine wraps it in a `Reservation` whose `Drop` frees it.)
 #[derive(Debug)]
 pub(crate) struct Vacant(u16);
-
-/// What a slot holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum State {
-    /// Nothing: on the free list (or being freed).
-    Free = 0,
-    /// A connect is under way for it.
-    Opening = 1,
-    /// An idle connection (on the idle stack, or briefly with the
-    /// housekeeper or a returning thread).
-    Idle = 2,
-    /// A connection out of the pool: held by a caller, handed to a waiter,
-    /// or being reset or pinged.
-    InUse = 3,
-}
-
-/// The slots' states added up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Census {
-    pub(crate) idle: u32,
-    pub(crate) in_use: u32,
-    pub(crate) opening: u32,
-}
-
-impl Census {
-    pub(crate) fn total(&self) -> u32 {
-        self.idle + self.in_use + self.opening
-    }
-}
-
-pub(crate) struct Slot<C> {
-    /// `Some` exactly while the slot is on the idle stack.
-    ///
-    /// # Safety
-    ///
-    /// Only the slot's owner (see `index_stack.rs`, "Ownership") may touch
-    /// it: the thread that reserved or popped the index, before it pushes
-    /// the index on a stack.
-    entry: UnsafeCell<Option<Entry<C>>>,
-    /// A [`State`]; written by the owner (Relaxed: read only for counts).
-    state: AtomicU8,
-    /// Zero-wait checkouts of this slot; written by the owner only.
-    checkouts: AtomicU64,
-    pub(crate) leak: LeakSlot,
-}
-
-impl<C> Slot<C> {
-    /// Records the slot's new state; called by its owner.
-    #[inline]
-    pub(crate) fn set(&self, state: State) {
-        self.state.store(state as u8, Ordering::Relaxed);
-    }
-
-    /// Records the slot's new state unless it is already in it, so that a
-    /// connection passed from holder to holder leaves the line unwritten.
-    #[inline]
-    pub(crate) fn mark(&self, state: State) {
-        if self.state.load(Ordering::Relaxed) != state as u8 {
-            self.set(state);
-        }
-    }
-
-    /// Counts a checkout that did not wait; called by the slot's owner, so a
-    /// load and a store (no locked read-modify-write) suffice. Ownership
-    /// passes with Release/Acquire, so the next owner sees this count.
-    #[inline]
-    pub(crate) fn count_checkout(&self) {
-        let n = self.checkouts.load(Ordering::Relaxed);
-        self.checkouts.store(n + 1, Ordering::Relaxed);
-    }
-}
 
 /// The slots, the two stacks that link them (idle connections, free slots)
 /// and the count of slots reserved. The only code that touches a slot's

@@ -42,9 +42,9 @@ fn main() {
             .split(',')
             .map(|name| {
                 Kind::from_label(name.trim()).unwrap_or_else(|| {
-                        eprintln!("unknown pool {name:?}");
-                        std::process::exit(2)
-                    })
+                    eprintln!("unknown pool {name:?}");
+                    std::process::exit(2)
+                })
             })
             .collect(),
     };
