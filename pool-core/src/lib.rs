@@ -19,6 +19,9 @@
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!
+//! How the engine works, file by file, and one connection's journey through
+//! it, is written at the top of `src/shared.rs`.
+//!
 //! # Example
 //!
 //! A manager says how to open and check one connection; the pool does the
@@ -68,22 +71,28 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
 mod clock;
 mod connection;
 mod connector;
+mod entry;
 #[cfg(feature = "metrics")]
 mod export;
+mod floating;
+mod histogram;
 mod housekeeper;
 mod index_stack;
 mod leak;
+mod linked_list;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod pool;
-mod release;
 mod shared;
 mod slots;
 mod stats;
+mod sweeper;
 mod sync;
 mod waiters;
 
