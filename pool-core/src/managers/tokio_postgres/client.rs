@@ -14,6 +14,7 @@ use tokio_postgres::{CancelToken, Client, Error, Row, SimpleQueryMessage, Statem
 
 use super::cache::{StatementCache, StatementCacheStats};
 use super::error::PgError;
+use super::failover::{is_server_gone, HostMark};
 use super::session::{session_state, TxChange};
 use super::timeout::QueryError;
 use super::transaction::{PgTransaction, PgTransactionBuilder};
@@ -59,6 +60,9 @@ pub struct PgClient {
     /// be reused. Relaxed is enough: the pool reads it after taking the
     /// connection back, and the return itself orders the two.
     abandoned: AtomicBool,
+    /// Its server's epoch at connect, and whether a query here said the
+    /// server is read-only or going away (see [`is_retired`](Self::is_retired)).
+    host: HostMark,
 }
 
 impl PgClient {
@@ -69,6 +73,7 @@ impl PgClient {
         cancel_timeout: Duration,
         pooler_mode: PoolerMode,
         ticket: Option<i32>,
+        host: HostMark,
     ) -> Self {
         let (statements, described) = match pooler_mode {
             PoolerMode::Transaction => (0, cache_capacity),
@@ -86,7 +91,31 @@ impl PgClient {
             cancel_timeout,
             tx_open: false,
             abandoned: AtomicBool::new(false),
+            host,
         }
+    }
+
+    /// Passes `result` through; an error that says the server turned
+    /// read-only or is going away retires this connection and the others
+    /// opened to the same server before it.
+    fn observe<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(error) = &result {
+            if is_server_gone(error) {
+                self.host.server_gone();
+            }
+        }
+        result
+    }
+
+    /// Whether this connection is retired: a query through this wrapper
+    /// failed with a SQLSTATE that says the server turned read-only
+    /// (`25006`) or is shutting down or gone (`57P01`, `57P02`, `57P03`,
+    /// class `08`), or such an error on another connection to the same
+    /// server came after this one connected. The pool closes a retired
+    /// connection on return and refuses it at validation; see the
+    /// [module docs](super#failover).
+    pub fn is_retired(&self) -> bool {
+        self.host.is_retired()
     }
 
     /// The underlying client (also reachable through `Deref`).
@@ -150,7 +179,7 @@ impl PgClient {
         if let Some(statement) = self.cache.get(query) {
             return Ok(statement);
         }
-        let statement = self.client.prepare(query).await?;
+        let statement = self.observe(self.client.prepare(query).await)?;
         // An evicted statement is dropped here, after the cache's lock.
         drop(self.cache.insert(query, statement.clone()));
         Ok(statement)
@@ -231,10 +260,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed(sql, &typed).await)
             }
-            None => self.client.query(statement, params).await,
+            None => self.observe(self.client.query(statement, params).await),
         }
     }
 
@@ -259,10 +288,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed_one(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed_one(sql, &typed).await)
             }
-            None => self.client.query_one(statement, params).await,
+            None => self.observe(self.client.query_one(statement, params).await),
         }
     }
 
@@ -286,10 +315,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed_opt(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed_opt(sql, &typed).await)
             }
-            None => self.client.query_opt(statement, params).await,
+            None => self.observe(self.client.query_opt(statement, params).await),
         }
     }
 
@@ -313,10 +342,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.execute_typed(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.execute_typed(sql, &typed).await)
             }
-            None => self.client.execute(statement, params).await,
+            None => self.observe(self.client.execute(statement, params).await),
         }
     }
 
@@ -334,7 +363,7 @@ impl PgClient {
     /// As `Client::batch_execute`.
     pub async fn batch_execute(&self, query: &str) -> Result<(), Error> {
         self.inspect(query);
-        self.client.batch_execute(query).await
+        self.observe(self.client.batch_execute(query).await)
     }
 
     /// Runs statements with the simple protocol and returns their text
@@ -350,7 +379,7 @@ impl PgClient {
     /// As `Client::simple_query`.
     pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
         self.inspect(query);
-        self.client.simple_query(query).await
+        self.observe(self.client.simple_query(query).await)
     }
 
     /// Behind a pooler, the text of a query given as text, after looking at
@@ -555,6 +584,7 @@ impl fmt::Debug for PgClient {
             .field("closed", &self.client.is_closed())
             .field("transaction_open", &self.tx_open)
             .field("abandoned", &self.is_abandoned())
+            .field("retired", &self.is_retired())
             .field("cached_statements", &self.statement_cache_len())
             .field("pooler_mode", &self.pooler_mode)
             .field("fleet_ticket", &self.ticket)
