@@ -63,6 +63,9 @@ pub struct PgClient {
     /// Its server's epoch at connect, and whether a query here said the
     /// server is read-only or going away (see [`is_retired`](Self::is_retired)).
     host: HostMark,
+    /// The task that drives the socket: aborted when an abandoned
+    /// connection is dropped, which closes the socket at once.
+    driver: Option<tokio::task::AbortHandle>,
 }
 
 impl PgClient {
@@ -74,6 +77,7 @@ impl PgClient {
         pooler_mode: PoolerMode,
         ticket: Option<i32>,
         host: HostMark,
+        driver: Option<tokio::task::AbortHandle>,
     ) -> Self {
         let (statements, described) = match pooler_mode {
             PoolerMode::Transaction => (0, cache_capacity),
@@ -92,7 +96,16 @@ impl PgClient {
             tx_open: false,
             abandoned: AtomicBool::new(false),
             host,
+            driver,
         }
+    }
+
+    /// Marks the connection abandoned while a check runs (`true`), and
+    /// clears the mark once it answered (`false`): a check dropped by its
+    /// timeout leaves the mark, so the pool closes the connection and its
+    /// socket goes with it.
+    pub(super) fn set_abandoned(&self, abandoned: bool) {
+        self.abandoned.store(abandoned, Ordering::Relaxed);
     }
 
     /// Passes `result` through; an error that says the server turned
@@ -546,9 +559,13 @@ impl PgClient {
         }
     }
 
-    /// Whether a query on this connection was abandoned by
-    /// [`with_timeout`](Self::with_timeout); the pool closes such a
-    /// connection on return.
+    /// Whether a query on this connection was abandoned: by
+    /// [`with_timeout`](Self::with_timeout), or a validation or reset the
+    /// pool dropped at its `validation_timeout`. The pool closes such a
+    /// connection, and dropping it closes its socket at once (without this,
+    /// `tokio_postgres` keeps the socket, and the server session, open until
+    /// the server answers the abandoned query, which on a half-open
+    /// connection is never, or until TCP keepalive gives up).
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Relaxed)
     }
@@ -567,6 +584,16 @@ impl PgClient {
     pub(super) fn mark_reset(&mut self) {
         self.tx_open = false;
         self.raw_tx.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for PgClient {
+    fn drop(&mut self) {
+        if self.is_abandoned() {
+            if let Some(driver) = &self.driver {
+                driver.abort();
+            }
+        }
     }
 }
 

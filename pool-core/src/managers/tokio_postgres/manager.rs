@@ -442,7 +442,7 @@ where
                 config.connect(self.tls.clone()).await?
             }
         };
-        tokio::spawn(drive(connection));
+        let driver = tokio::spawn(drive(connection)).abort_handle();
         // With one host every connection reaches the same server; with
         // several, ask which one this is (one round trip per connect).
         let key = if self.config.get_hosts().len() > 1 {
@@ -486,6 +486,7 @@ where
             self.pooler_mode,
             ticket,
             host,
+            Some(driver),
         ))
     }
 
@@ -493,7 +494,12 @@ where
         if conn.is_retired() {
             return Err(PgError::Retired);
         }
+        // Abandoned until the server answers: a check dropped at the pool's
+        // `validation_timeout` (a half-open socket, a stalled server) leaves
+        // the mark, and the pool's close then closes the socket too.
+        conn.set_abandoned(true);
         conn.client().simple_query("").await?;
+        conn.set_abandoned(false);
         Ok(())
     }
 
@@ -515,7 +521,10 @@ where
             ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
             ResetMode::Clean => CLEAN_SQL,
         };
+        // As in `is_valid`: a reset dropped at its timeout closes the socket.
+        conn.set_abandoned(true);
         conn.client().batch_execute(sql).await?;
+        conn.set_abandoned(false);
         conn.mark_reset();
         Ok(())
     }
