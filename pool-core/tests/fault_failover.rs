@@ -83,7 +83,11 @@ async fn a_connect_skips_a_read_only_server() {
         .await
         .expect("port")
         .get(0);
-    assert_eq!(port, i32::from(b.port()), "the read-only first host was skipped");
+    assert_eq!(
+        port,
+        i32::from(b.port()),
+        "the read-only first host was skipped"
+    );
     conn.execute("INSERT INTO t VALUES (1)", &[])
         .await
         .expect("a write on the read-write host");
@@ -163,7 +167,10 @@ async fn writes_follow_the_primary_after_a_read_only_flip() {
         log.iter().any(|(at, p)| *at < flip && *p == Some(pa)),
         "writes went to the first host before the flip"
     );
-    let errors = log.iter().filter(|(at, p)| *at >= flip && p.is_none()).count();
+    let errors = log
+        .iter()
+        .filter(|(at, p)| *at >= flip && p.is_none())
+        .count();
     let first_b = log
         .iter()
         .find(|(at, p)| *at >= flip && *p == Some(pb))
@@ -201,7 +208,10 @@ fn keepalive_defaults_and_which_setting_wins() {
     let c = m.config();
     assert!(c.get_keepalives());
     assert_eq!(c.get_keepalives_idle(), DEFAULT_KEEPALIVE_IDLE);
-    assert_eq!(c.get_keepalives_interval(), Some(DEFAULT_KEEPALIVE_INTERVAL));
+    assert_eq!(
+        c.get_keepalives_interval(),
+        Some(DEFAULT_KEEPALIVE_INTERVAL)
+    );
     assert_eq!(c.get_keepalives_retries(), Some(DEFAULT_KEEPALIVE_RETRIES));
 
     // A value set in the config wins over the manager's defaults.
