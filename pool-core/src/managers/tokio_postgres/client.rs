@@ -77,7 +77,6 @@ impl PgClient {
         pooler_mode: PoolerMode,
         ticket: Option<i32>,
         host: HostMark,
-        driver: Option<tokio::task::AbortHandle>,
     ) -> Self {
         let (statements, described) = match pooler_mode {
             PoolerMode::Transaction => (0, cache_capacity),
@@ -96,8 +95,15 @@ impl PgClient {
             tx_open: false,
             abandoned: AtomicBool::new(false),
             host,
-            driver,
+            driver: None,
         }
+    }
+
+    /// Adds the handle of the task that drives the socket, aborted when an
+    /// abandoned connection is dropped.
+    pub(super) fn with_driver(mut self, driver: tokio::task::AbortHandle) -> Self {
+        self.driver = Some(driver);
+        self
     }
 
     /// Marks the connection abandoned while a check runs (`true`), and

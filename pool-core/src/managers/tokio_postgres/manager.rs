@@ -486,8 +486,8 @@ where
             self.pooler_mode,
             ticket,
             host,
-            Some(driver),
-        ))
+        )
+        .with_driver(driver))
     }
 
     async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
