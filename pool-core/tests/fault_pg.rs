@@ -41,6 +41,9 @@ async fn start_cluster() -> Cluster {
         .await
         .expect("start the test cluster");
     cluster.set_postgres_password(PASSWORD).await;
+    // The figures are about the pool, not SCRAM's key stretching in a debug
+    // build: TCP trusted.
+    cluster.trust_tcp().await;
     cluster
 }
 
@@ -96,7 +99,7 @@ async fn terminate_all_backends_once() {
 
     let ops = load.finish(TASK_BOUND).await;
     let seen = sampler.finish().await;
-    let timeline = Timeline { fault, up: fault };
+    let timeline = Timeline::at(fault);
     let f = Figures::compute("terminate once", &ops, timeline, killed, seen, MAX);
     f.print();
     assert!(
@@ -150,6 +153,7 @@ async fn terminate_backends_repeatedly() {
     let last = *kills.last().expect("rounds");
     let timeline = Timeline {
         fault: kills[0],
+        down: last,
         up: last,
     };
     let mut f = Figures::compute("terminate x5", &ops, timeline, killed, seen, MAX);
@@ -186,6 +190,7 @@ async fn stop_the_server_for_3s() {
 
     let fault = Instant::now();
     tokio::task::block_in_place(|| cluster.stop());
+    let down = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
     tokio::task::block_in_place(|| cluster.restart());
     let up = Instant::now();
@@ -193,7 +198,7 @@ async fn stop_the_server_for_3s() {
 
     let ops = load.finish(TASK_BOUND).await;
     let seen = sampler.finish().await;
-    let f = Figures::compute("stop 3 s", &ops, Timeline { fault, up }, 0, seen, MAX);
+    let f = Figures::compute("stop 3 s", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
     // Engine (issue 7 fail fast, issue 13 item 2 instant recovery).
@@ -232,16 +237,15 @@ async fn kill_9_the_postmaster_and_restart() {
     tokio::time::sleep(BEFORE).await;
 
     let fault = Instant::now();
-    tokio::task::block_in_place(|| {
-        cluster.kill9();
-        cluster.restart();
-    });
+    tokio::task::block_in_place(|| cluster.kill9());
+    let down = Instant::now();
+    tokio::task::block_in_place(|| cluster.restart());
     let up = Instant::now();
     tokio::time::sleep(AFTER).await;
 
     let ops = load.finish(TASK_BOUND).await;
     let seen = sampler.finish().await;
-    let f = Figures::compute("kill -9", &ops, Timeline { fault, up }, 0, seen, MAX);
+    let f = Figures::compute("kill -9", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
     // Engine (issue 7, issue 13 items 1 and 2): as for `stop_the_server_for_3s`.
@@ -286,6 +290,7 @@ async fn blackhole_the_network_under_load() {
     // Longer than the validation timeout.
     let fault = Instant::now();
     proxy.blackhole();
+    let down = fault;
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.resume();
     let up = Instant::now();
@@ -293,7 +298,14 @@ async fn blackhole_the_network_under_load() {
 
     let ops = load.finish(TASK_BOUND).await;
     let seen = sampler.finish().await;
-    let f = Figures::compute("blackhole 2 s", &ops, Timeline { fault, up }, 0, seen, MAX);
+    let f = Figures::compute(
+        "blackhole 2 s",
+        &ops,
+        Timeline { fault, down, up },
+        0,
+        seen,
+        MAX,
+    );
     f.print();
     assert_invariants(&pool, &f).await;
     target(

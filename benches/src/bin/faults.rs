@@ -266,17 +266,20 @@ async fn run(
     tokio::time::sleep(BEFORE).await;
     let at = Instant::now();
     let mut killed = 0;
+    let mut down_at = at;
     match fault {
         Fault::TerminateOnce => killed = terminate_all(admin, &app).await,
         Fault::Stop(down) => {
             tokio::task::block_in_place(|| cluster.stop());
+            down_at = Instant::now();
             tokio::time::sleep(down).await;
             tokio::task::block_in_place(|| cluster.restart());
         }
-        Fault::Kill9 => tokio::task::block_in_place(|| {
-            cluster.kill9();
-            cluster.restart();
-        }),
+        Fault::Kill9 => {
+            tokio::task::block_in_place(|| cluster.kill9());
+            down_at = Instant::now();
+            tokio::task::block_in_place(|| cluster.restart());
+        }
     }
     let up = match fault {
         Fault::TerminateOnce => at,
@@ -298,7 +301,11 @@ async fn run(
     Ok(Figures::compute(
         &label,
         &ops,
-        Timeline { fault: at, up },
+        Timeline {
+            fault: at,
+            down: down_at,
+            up,
+        },
         killed,
         seen,
         MAX,
@@ -324,6 +331,7 @@ async fn main() {
         .await
         .expect("start the cluster");
     cluster.set_postgres_password(PASSWORD).await;
+    cluster.trust_tcp().await;
     let mut rows = Vec::new();
     let mut n = 0;
     for fault in [Fault::TerminateOnce, Fault::Stop(down), Fault::Kill9] {

@@ -304,6 +304,20 @@ impl Cluster {
             .expect("set the postgres password");
     }
 
+    /// Trusts TCP connections too (no password check), then reloads: for
+    /// tests whose figures should not include SCRAM's key stretching on
+    /// every connect.
+    pub async fn trust_tcp(&self) {
+        let hba = self.data.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, text.replace("scram-sha-256", "trust")).expect("write pg_hba.conf");
+        self.admin()
+            .await
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .expect("pg_reload_conf");
+    }
+
     /// Makes the whole server read-only (`default_transaction_read_only`
     /// through `ALTER SYSTEM` and a reload), or writable again. Open sessions
     /// pick the new value up before their next statement; a write then fails
