@@ -293,6 +293,49 @@ impl Cluster {
     pub fn restart(&self) {
         self.start_server();
     }
+
+    /// Sets the superuser's password, for pools that connect over TCP
+    /// ([`tcp_config`](Self::tcp_config) with `postgres`).
+    pub async fn set_postgres_password(&self, password: &str) {
+        self.admin()
+            .await
+            .batch_execute(&format!("ALTER ROLE postgres PASSWORD '{password}'"))
+            .await
+            .expect("set the postgres password");
+    }
+
+    /// Trusts TCP connections too (no password check), then reloads: for
+    /// tests whose figures should not include SCRAM's key stretching on
+    /// every connect.
+    pub async fn trust_tcp(&self) {
+        let hba = self.data.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, text.replace("scram-sha-256", "trust")).expect("write pg_hba.conf");
+        self.admin()
+            .await
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .expect("pg_reload_conf");
+    }
+
+    /// Makes the whole server read-only (`default_transaction_read_only`
+    /// through `ALTER SYSTEM` and a reload), or writable again. Open sessions
+    /// pick the new value up before their next statement; a write then fails
+    /// with SQLSTATE 25006, as on a demoted primary.
+    pub async fn set_read_only(&self, read_only: bool) {
+        let value = if read_only { "on" } else { "off" };
+        let admin = self.admin().await;
+        admin
+            .batch_execute(&format!(
+                "ALTER SYSTEM SET default_transaction_read_only = {value}"
+            ))
+            .await
+            .expect("ALTER SYSTEM default_transaction_read_only");
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .expect("pg_reload_conf");
+    }
 }
 
 impl Drop for Cluster {

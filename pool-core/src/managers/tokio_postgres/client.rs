@@ -14,6 +14,7 @@ use tokio_postgres::{CancelToken, Client, Error, Row, SimpleQueryMessage, Statem
 
 use super::cache::{StatementCache, StatementCacheStats};
 use super::error::PgError;
+use super::failover::{is_server_gone, HostMark};
 use super::session::{session_state, TxChange};
 use super::timeout::QueryError;
 use super::transaction::{PgTransaction, PgTransactionBuilder};
@@ -59,6 +60,12 @@ pub struct PgClient {
     /// be reused. Relaxed is enough: the pool reads it after taking the
     /// connection back, and the return itself orders the two.
     abandoned: AtomicBool,
+    /// Its server's epoch at connect, and whether a query here said the
+    /// server is read-only or going away (see [`is_retired`](Self::is_retired)).
+    host: HostMark,
+    /// The task that drives the socket: aborted when an abandoned
+    /// connection is dropped, which closes the socket at once.
+    driver: Option<tokio::task::AbortHandle>,
 }
 
 impl PgClient {
@@ -69,6 +76,7 @@ impl PgClient {
         cancel_timeout: Duration,
         pooler_mode: PoolerMode,
         ticket: Option<i32>,
+        host: HostMark,
     ) -> Self {
         let (statements, described) = match pooler_mode {
             PoolerMode::Transaction => (0, cache_capacity),
@@ -86,7 +94,47 @@ impl PgClient {
             cancel_timeout,
             tx_open: false,
             abandoned: AtomicBool::new(false),
+            host,
+            driver: None,
         }
+    }
+
+    /// Adds the handle of the task that drives the socket, aborted when an
+    /// abandoned connection is dropped.
+    pub(super) fn with_driver(mut self, driver: tokio::task::AbortHandle) -> Self {
+        self.driver = Some(driver);
+        self
+    }
+
+    /// Marks the connection abandoned while a check runs (`true`), and
+    /// clears the mark once it answered (`false`): a check dropped by its
+    /// timeout leaves the mark, so the pool closes the connection and its
+    /// socket goes with it.
+    pub(super) fn set_abandoned(&self, abandoned: bool) {
+        self.abandoned.store(abandoned, Ordering::Relaxed);
+    }
+
+    /// Passes `result` through; an error that says the server turned
+    /// read-only or is going away retires this connection and the others
+    /// opened to the same server before it.
+    fn observe<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(error) = &result {
+            if is_server_gone(error) {
+                self.host.server_gone();
+            }
+        }
+        result
+    }
+
+    /// Whether this connection is retired: a query through this wrapper
+    /// failed with a SQLSTATE that says the server turned read-only
+    /// (`25006`) or is shutting down or gone (`57P01`, `57P02`, `57P03`,
+    /// class `08`), or such an error on another connection to the same
+    /// server came after this one connected. The pool closes a retired
+    /// connection on return and refuses it at validation; see the
+    /// [module docs](super#failover).
+    pub fn is_retired(&self) -> bool {
+        self.host.is_retired()
     }
 
     /// The underlying client (also reachable through `Deref`).
@@ -150,7 +198,7 @@ impl PgClient {
         if let Some(statement) = self.cache.get(query) {
             return Ok(statement);
         }
-        let statement = self.client.prepare(query).await?;
+        let statement = self.observe(self.client.prepare(query).await)?;
         // An evicted statement is dropped here, after the cache's lock.
         drop(self.cache.insert(query, statement.clone()));
         Ok(statement)
@@ -231,10 +279,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed(sql, &typed).await)
             }
-            None => self.client.query(statement, params).await,
+            None => self.observe(self.client.query(statement, params).await),
         }
     }
 
@@ -259,10 +307,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed_one(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed_one(sql, &typed).await)
             }
-            None => self.client.query_one(statement, params).await,
+            None => self.observe(self.client.query_one(statement, params).await),
         }
     }
 
@@ -286,10 +334,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.query_typed_opt(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.query_typed_opt(sql, &typed).await)
             }
-            None => self.client.query_opt(statement, params).await,
+            None => self.observe(self.client.query_opt(statement, params).await),
         }
     }
 
@@ -313,10 +361,10 @@ impl PgClient {
     {
         match self.pooled_text(statement) {
             Some(sql) => {
-                let typed = self.typed(sql, params).await?;
-                self.client.execute_typed(sql, &typed).await
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.client.execute_typed(sql, &typed).await)
             }
-            None => self.client.execute(statement, params).await,
+            None => self.observe(self.client.execute(statement, params).await),
         }
     }
 
@@ -334,7 +382,7 @@ impl PgClient {
     /// As `Client::batch_execute`.
     pub async fn batch_execute(&self, query: &str) -> Result<(), Error> {
         self.inspect(query);
-        self.client.batch_execute(query).await
+        self.observe(self.client.batch_execute(query).await)
     }
 
     /// Runs statements with the simple protocol and returns their text
@@ -350,7 +398,7 @@ impl PgClient {
     /// As `Client::simple_query`.
     pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
         self.inspect(query);
-        self.client.simple_query(query).await
+        self.observe(self.client.simple_query(query).await)
     }
 
     /// Behind a pooler, the text of a query given as text, after looking at
@@ -517,9 +565,13 @@ impl PgClient {
         }
     }
 
-    /// Whether a query on this connection was abandoned by
-    /// [`with_timeout`](Self::with_timeout); the pool closes such a
-    /// connection on return.
+    /// Whether a query on this connection was abandoned: by
+    /// [`with_timeout`](Self::with_timeout), or a validation or reset the
+    /// pool dropped at its `validation_timeout`. The pool closes such a
+    /// connection, and dropping it closes its socket at once (without this,
+    /// `tokio_postgres` keeps the socket, and the server session, open until
+    /// the server answers the abandoned query, which on a half-open
+    /// connection is never, or until TCP keepalive gives up).
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Relaxed)
     }
@@ -541,6 +593,16 @@ impl PgClient {
     }
 }
 
+impl Drop for PgClient {
+    fn drop(&mut self) {
+        if self.is_abandoned() {
+            if let Some(driver) = &self.driver {
+                driver.abort();
+            }
+        }
+    }
+}
+
 impl Deref for PgClient {
     type Target = Client;
 
@@ -555,6 +617,7 @@ impl fmt::Debug for PgClient {
             .field("closed", &self.client.is_closed())
             .field("transaction_open", &self.tx_open)
             .field("abandoned", &self.is_abandoned())
+            .field("retired", &self.is_retired())
             .field("cached_statements", &self.statement_cache_len())
             .field("pooler_mode", &self.pooler_mode)
             .field("fleet_ticket", &self.ticket)

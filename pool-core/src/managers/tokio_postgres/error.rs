@@ -33,6 +33,12 @@ pub enum PgError {
     /// instead (`conn.query(sql, params)`), which the pooled client runs as
     /// an unnamed statement.
     NamedStatementBehindPooler,
+    /// The connection is retired: a query on it, or on another connection
+    /// to the same server opened no later, failed with a SQLSTATE that says
+    /// the server turned read-only or is going away (see
+    /// [`PgClient::is_retired`](super::PgClient::is_retired)). Returned by
+    /// the validation at checkout, so the pool replaces the connection.
+    Retired,
 }
 
 impl PgError {
@@ -57,6 +63,11 @@ impl fmt::Display for PgError {
             Self::Password(e) => write!(f, "password provider failed: {e}"),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
             Self::Config(e) => fmt::Display::fmt(e, f),
+            Self::Retired => f.write_str(
+                "the connection is retired: its server turned read-only or is going away \
+                 (SQLSTATE 25006, 57P01, 57P02, 57P03 or class 08 on this or an older \
+                 connection to it)",
+            ),
             Self::NamedStatementBehindPooler => f.write_str(
                 "prepare_cached keeps a named statement across transactions, which a \
                  transaction-mode pooler (PoolerMode::Transaction) does not allow; query with \
@@ -72,7 +83,7 @@ impl Error for PgError {
             // Transparent: the driver's error is shown, its cause is next.
             Self::Db(e) => e.source(),
             Self::Password(e) => Some(&**e),
-            Self::FleetBudget(_) | Self::NamedStatementBehindPooler => None,
+            Self::FleetBudget(_) | Self::NamedStatementBehindPooler | Self::Retired => None,
             Self::Config(e) => e.source(),
         }
     }

@@ -14,6 +14,7 @@ use tokio_postgres::{Config, Socket};
 use super::client::{Canceller, PgClient};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
+use super::failover::HostEpochs;
 use crate::managers::fleet::{self, FleetBudget};
 use crate::PoolerMode;
 
@@ -68,6 +69,24 @@ const CLEAN_SQL: &str = "ROLLBACK; \
 /// How long a cancel request may take by default.
 const DEFAULT_CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// TCP keepalive the manager sets unless told otherwise: the first probe
+/// after 30 seconds of silence, then one every 10 seconds, and the socket
+/// is closed after 3 unanswered probes (about a minute in all).
+pub const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// See [`DEFAULT_KEEPALIVE_IDLE`].
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// See [`DEFAULT_KEEPALIVE_IDLE`].
+pub const DEFAULT_KEEPALIVE_RETRIES: u32 = 3;
+
+/// `tokio_postgres`'s own keepalive idle time: a config that still holds it
+/// (with no interval and no retry count) gets the manager's defaults.
+const DRIVER_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// The query that names the server a connection reached, when the config
+/// lists several hosts (see [`failover`](super#failover)).
+const SERVER_KEY_SQL: &str =
+    "SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port')";
+
 /// How many prepared statements each connection caches by default.
 const DEFAULT_STATEMENT_CACHE_CAPACITY: usize = 256;
 
@@ -78,6 +97,11 @@ const DEFAULT_STATEMENT_CACHE_CAPACITY: usize = 256;
 /// `has_broken` is `Client::is_closed`, or a query abandoned by
 /// [`PgClient::with_timeout`]; the reset on return follows the
 /// [`ResetMode`].
+///
+/// TCP keepalive is on by default (see
+/// [`tcp_keepalive`](Self::tcp_keepalive)), and with several hosts and
+/// `target_session_attrs=read-write` the manager follows a failover (see
+/// the [module docs](super#failover)).
 ///
 /// `Debug` shows the hosts, ports, user and database, never the password.
 ///
@@ -101,6 +125,7 @@ pub struct PostgresManager<Tls> {
     pooler_mode: PoolerMode,
     fleet: Option<FleetBudget>,
     password: Option<PasswordProvider>,
+    hosts: HostEpochs,
 }
 
 impl<Tls> PostgresManager<Tls>
@@ -114,8 +139,19 @@ where
     /// connector from `postgres-native-tls` / `tokio-postgres-rustls`).
     ///
     /// Defaults: [`ResetMode::Rollback`], a statement cache of 256 per
-    /// connection, a 5 second cancel timeout.
-    pub fn new(config: Config, tls: Tls) -> Self {
+    /// connection, a 5 second cancel timeout, TCP keepalive after 30 s idle,
+    /// every 10 s, 3 probes (see [`tcp_keepalive`](Self::tcp_keepalive)).
+    pub fn new(mut config: Config, tls: Tls) -> Self {
+        let driver_defaults = config.get_keepalives()
+            && config.get_keepalives_idle() == DRIVER_KEEPALIVE_IDLE
+            && config.get_keepalives_interval().is_none()
+            && config.get_keepalives_retries().is_none();
+        if driver_defaults {
+            config
+                .keepalives_idle(DEFAULT_KEEPALIVE_IDLE)
+                .keepalives_interval(DEFAULT_KEEPALIVE_INTERVAL)
+                .keepalives_retries(DEFAULT_KEEPALIVE_RETRIES);
+        }
         let cancel_tls = tls.clone();
         let canceller: Canceller = Arc::new(move |token| {
             let tls = cancel_tls.clone();
@@ -131,6 +167,7 @@ where
             pooler_mode: PoolerMode::default(),
             fleet: None,
             password: None,
+            hosts: HostEpochs::default(),
         }
     }
 }
@@ -159,6 +196,60 @@ impl<Tls> PostgresManager<Tls> {
     #[must_use]
     pub fn cancel_timeout(mut self, timeout: Duration) -> Self {
         self.cancel_timeout = timeout;
+        self
+    }
+
+    /// TCP keepalive on every new connection: the first probe after `idle`
+    /// without traffic, then one every `interval`; after `retries`
+    /// unanswered probes the kernel closes the socket, the connection's
+    /// queries fail and the pool replaces it. This is what finds a
+    /// half-open connection (a peer that vanished without a FIN or RST: a
+    /// failed-over host, a dropped NAT entry) that sits idle in the pool.
+    ///
+    /// Which setting wins: a call to this method or to
+    /// [`without_tcp_keepalive`](Self::without_tcp_keepalive) (the last
+    /// one); otherwise the keepalive settings of the `tokio_postgres::Config`
+    /// given to [`new`](Self::new) (`keepalives`, `keepalives_idle`,
+    /// `keepalives_interval`, `keepalives_retries`, or the same keys in a
+    /// connection string), when any of them differs from `tokio_postgres`'s
+    /// own default (on, 2 hours, none, none); otherwise the manager's
+    /// defaults, [`DEFAULT_KEEPALIVE_IDLE`] (30 s),
+    /// [`DEFAULT_KEEPALIVE_INTERVAL`] (10 s), [`DEFAULT_KEEPALIVE_RETRIES`]
+    /// (3). A config that sets exactly `tokio_postgres`'s defaults gets the
+    /// manager's: call this method to keep 2 hours.
+    ///
+    /// Keepalive does not bound a query that waits on a live but silent
+    /// server; the pool's `validation_timeout` bounds the check at checkout,
+    /// and [`PgClient::with_timeout`] bounds a query.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pool_core::managers::tokio_postgres::PostgresManager;
+    ///
+    /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).tcp_keepalive(
+    ///     Duration::from_secs(10),
+    ///     Duration::from_secs(5),
+    ///     2,
+    /// );
+    /// assert_eq!(manager.config().get_keepalives_idle(), Duration::from_secs(10));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn tcp_keepalive(mut self, idle: Duration, interval: Duration, retries: u32) -> Self {
+        self.config
+            .keepalives(true)
+            .keepalives_idle(idle)
+            .keepalives_interval(interval)
+            .keepalives_retries(retries);
+        self
+    }
+
+    /// Turns TCP keepalive off for new connections (see
+    /// [`tcp_keepalive`](Self::tcp_keepalive) for which setting wins).
+    #[must_use]
+    pub fn without_tcp_keepalive(mut self) -> Self {
+        self.config.keepalives(false);
         self
     }
 
@@ -322,6 +413,9 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
             .field("pooler_mode", &self.pooler_mode)
             .field("fleet_budget", &self.fleet)
             .field("password_provider", &self.password.is_some())
+            .field("keepalives", &c.get_keepalives())
+            .field("keepalives_idle", &c.get_keepalives_idle())
+            .field("target_session_attrs", &c.get_target_session_attrs())
             .finish_non_exhaustive()
     }
 }
@@ -348,7 +442,21 @@ where
                 config.connect(self.tls.clone()).await?
             }
         };
-        tokio::spawn(drive(connection));
+        let driver = tokio::spawn(drive(connection)).abort_handle();
+        // With one host every connection reaches the same server; with
+        // several, ask which one this is (one round trip per connect).
+        let key = if self.config.get_hosts().len() > 1 {
+            let rows = client.simple_query(SERVER_KEY_SQL).await?;
+            rows.iter()
+                .find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let host = self.hosts.mark(key);
         let ticket = match &self.fleet {
             None => None,
             Some(budget) => {
@@ -377,16 +485,26 @@ where
             self.cancel_timeout,
             self.pooler_mode,
             ticket,
-        ))
+            host,
+        )
+        .with_driver(driver))
     }
 
     async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
+        if conn.is_retired() {
+            return Err(PgError::Retired);
+        }
+        // Abandoned until the server answers: a check dropped at the pool's
+        // `validation_timeout` (a half-open socket, a stalled server) leaves
+        // the mark, and the pool's close then closes the socket too.
+        conn.set_abandoned(true);
         conn.client().simple_query("").await?;
+        conn.set_abandoned(false);
         Ok(())
     }
 
     fn has_broken(&self, conn: &mut PgClient) -> bool {
-        conn.is_closed() || conn.is_abandoned()
+        conn.is_closed() || conn.is_abandoned() || conn.is_retired()
     }
 
     fn needs_reset(&self, conn: &mut PgClient) -> bool {
@@ -403,7 +521,10 @@ where
             ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
             ResetMode::Clean => CLEAN_SQL,
         };
+        // As in `is_valid`: a reset dropped at its timeout closes the socket.
+        conn.set_abandoned(true);
         conn.client().batch_execute(sql).await?;
+        conn.set_abandoned(false);
         conn.mark_reset();
         Ok(())
     }

@@ -111,6 +111,36 @@
 //! limit passes, sends the server-side cancel and marks the connection so
 //! that the pool closes it on return instead of handing it out again.
 //!
+//! # Half-open connections and failover
+//!
+//! TCP keepalive is on by default (first probe after 30 s idle, every 10 s,
+//! 3 probes; [`PostgresManager::tcp_keepalive`] says which setting wins), so
+//! an idle connection whose peer vanished without closing it is found and
+//! closed within about a minute. A connection checked out in that window is
+//! caught by the pool's validation, bounded by `validation_timeout`, and
+//! closed rather than returned.
+//!
+//! For a primary and its standbys, list every host and ask for a writable
+//! one: `host=db1,db2 target_session_attrs=read-write` (or
+//! `Config::host` twice and `Config::target_session_attrs`). A connect
+//! tries the hosts in order and skips one that is read-only. When a query
+//! through the [`PgClient`] fails with a SQLSTATE that says its server
+//! turned read-only (`25006`, after a demotion) or is shutting down or gone
+//! (`57P01`, `57P02`, `57P03`, class `08`), that connection is retired
+//! ([`PgClient::is_retired`]) and so is every connection to the same server
+//! opened before the error: the pool closes them on return and refuses them
+//! at validation ([`PgError::Retired`]), and their replacements connect to
+//! whichever host accepts writes now. With several hosts, each connect asks
+//! the server for its address and port (one more round trip) to know which
+//! connections share it. Note that `57P01` is also what a backend ended by
+//! `pg_terminate_backend` reports, so terminating one backend that is
+//! running a query retires the other connections to that server too.
+//!
+//! Queries run inside a [`PgTransaction`] or on the bare `Client`
+//! (`conn.client()`, or methods reached through `Deref` that the wrapper
+//! does not have) are not watched: their errors retire nothing, and the
+//! connection is caught at its next validation or when it is closed.
+//!
 //! # Credentials and fleet budgets
 //!
 //! [`PostgresManager::with_password_provider`] asks for the password of each
@@ -130,6 +160,7 @@ mod cache;
 mod client;
 mod driver;
 mod error;
+mod failover;
 mod manager;
 mod session;
 mod timeout;
@@ -138,6 +169,9 @@ mod transaction;
 pub use cache::StatementCacheStats;
 pub use client::{PgClient, PgStatement};
 pub use error::{BoxError, PgConfigError, PgError};
-pub use manager::{PasswordFuture, PostgresManager, ResetMode};
+pub use manager::{
+    PasswordFuture, PostgresManager, ResetMode, DEFAULT_KEEPALIVE_IDLE, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_RETRIES,
+};
 pub use timeout::QueryError;
 pub use transaction::{PgTransaction, PgTransactionBuilder};

@@ -1,0 +1,379 @@
+//! The fault comparison (issue 13): the same faults, side by side, for our
+//! pool (`PostgresManager`, default validation), deadpool-postgres (fast
+//! recycling), bb8-postgres (its defaults) and sqlx's `PgPool` (its
+//! defaults), against a PostgreSQL cluster this binary starts (`initdb` in
+//! a temp dir, its own port; never the shared server). Prints a Markdown
+//! table of issue 13's figures for BENCH.md's "faults" section.
+//!
+//! ```text
+//! cargo run --release -p pool-benches --bin faults -- [--quick]
+//! ```
+//!
+//! Each run: 64 tasks looping checkout + `SELECT 1` through a pool of 16
+//! (acquire timeout 2 s) for 1.5 s, the fault, 2 s more. Faults: terminate
+//! every backend of the pool once; stop the server for 3 s (1 s with
+//! `--quick`) and start it; `kill -9` the postmaster and restart. Needs the
+//! PostgreSQL server binaries (`PG_BIN_DIR`, else the newest
+//! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`); run as root,
+//! the server runs as `postgres`. About a minute in all.
+
+#[path = "../../../pool-core/tests/cluster/mod.rs"]
+mod cluster;
+#[path = "../../../pool-core/tests/fault_support/mod.rs"]
+mod fault_support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster::Cluster;
+use fault_support::{start_sampler, terminate_all, Figures, Op, Outcome, Timeline};
+use pool_core::managers::tokio_postgres::PostgresManager;
+use tokio_postgres::NoTls;
+
+const PASSWORD: &str = "faults-pw";
+const MAX: u32 = 16;
+const TASKS: usize = 64;
+const ACQUIRE: Duration = Duration::from_secs(2);
+const BEFORE: Duration = Duration::from_millis(1500);
+const AFTER: Duration = Duration::from_secs(2);
+/// Bound on one checkout and query.
+const OP_BOUND: Duration = Duration::from_secs(15);
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Ours,
+    Deadpool,
+    Bb8,
+    Sqlx,
+}
+
+impl Kind {
+    const ALL: [Kind; 4] = [Kind::Ours, Kind::Deadpool, Kind::Bb8, Kind::Sqlx];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Ours => "pool-core",
+            Kind::Deadpool => "deadpool-postgres",
+            Kind::Bb8 => "bb8-postgres",
+            Kind::Sqlx => "sqlx PgPool",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    TerminateOnce,
+    Stop(Duration),
+    Kill9,
+}
+
+impl Fault {
+    fn name(self) -> String {
+        match self {
+            Fault::TerminateOnce => "terminate all".to_owned(),
+            Fault::Stop(d) => format!("stop {} s", d.as_secs()),
+            Fault::Kill9 => "kill -9".to_owned(),
+        }
+    }
+}
+
+/// One of the four pools, behind one `op`.
+#[derive(Clone)]
+enum AnyPool {
+    Ours(pool_core::Pool<PostgresManager<NoTls>>),
+    Deadpool(deadpool_postgres::Pool),
+    Bb8(bb8::Pool<bb8_postgres::PostgresConnectionManager<NoTls>>),
+    Sqlx(sqlx::PgPool),
+}
+
+impl AnyPool {
+    async fn build(
+        kind: Kind,
+        pg: tokio_postgres::Config,
+        port: u16,
+        app: &str,
+    ) -> Result<Self, String> {
+        Ok(match kind {
+            Kind::Ours => {
+                let config = pool_core::PoolConfig::builder()
+                    .max_size(MAX)
+                    .acquire_timeout(ACQUIRE)
+                    .connect_timeout(ACQUIRE)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                AnyPool::Ours(
+                    pool_core::Pool::new(PostgresManager::new(pg, NoTls), config)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+            Kind::Deadpool => {
+                let manager = deadpool_postgres::Manager::from_config(
+                    pg,
+                    NoTls,
+                    deadpool_postgres::ManagerConfig {
+                        recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+                    },
+                );
+                AnyPool::Deadpool(
+                    deadpool_postgres::Pool::builder(manager)
+                        .max_size(MAX as usize)
+                        .wait_timeout(Some(ACQUIRE))
+                        .create_timeout(Some(ACQUIRE))
+                        .runtime(deadpool_postgres::Runtime::Tokio1)
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+            Kind::Bb8 => AnyPool::Bb8(
+                bb8::Pool::builder()
+                    .max_size(MAX)
+                    .connection_timeout(ACQUIRE)
+                    .build(bb8_postgres::PostgresConnectionManager::new(pg, NoTls))
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            Kind::Sqlx => {
+                let options = sqlx::postgres::PgConnectOptions::new()
+                    .host("127.0.0.1")
+                    .port(port)
+                    .username("postgres")
+                    .password(PASSWORD)
+                    .database("postgres")
+                    .application_name(app);
+                AnyPool::Sqlx(
+                    sqlx::postgres::PgPoolOptions::new()
+                        .max_connections(MAX)
+                        .acquire_timeout(ACQUIRE)
+                        .connect_with(options)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+        })
+    }
+
+    /// One checkout and `SELECT 1`: the outcome and when the connection was
+    /// handed out.
+    async fn op(&self) -> (Outcome, Option<Instant>) {
+        match self {
+            AnyPool::Ours(p) => match p.get().await {
+                Err(e) if e.is_timeout() => (Outcome::GetTimeout, None),
+                Err(_) => (Outcome::GetError, None),
+                Ok(c) => {
+                    let got = Instant::now();
+                    (
+                        query_outcome(c.simple_query("SELECT 1").await.is_ok()),
+                        Some(got),
+                    )
+                }
+            },
+            AnyPool::Deadpool(p) => match p.get().await {
+                Err(deadpool_postgres::PoolError::Timeout(_)) => (Outcome::GetTimeout, None),
+                Err(_) => (Outcome::GetError, None),
+                Ok(c) => {
+                    let got = Instant::now();
+                    (
+                        query_outcome(c.simple_query("SELECT 1").await.is_ok()),
+                        Some(got),
+                    )
+                }
+            },
+            AnyPool::Bb8(p) => match p.get().await {
+                Err(bb8::RunError::TimedOut) => (Outcome::GetTimeout, None),
+                Err(_) => (Outcome::GetError, None),
+                Ok(c) => {
+                    let got = Instant::now();
+                    (
+                        query_outcome(c.simple_query("SELECT 1").await.is_ok()),
+                        Some(got),
+                    )
+                }
+            },
+            AnyPool::Sqlx(p) => match p.acquire().await {
+                Err(sqlx::Error::PoolTimedOut) => (Outcome::GetTimeout, None),
+                Err(_) => (Outcome::GetError, None),
+                Ok(mut c) => {
+                    let got = Instant::now();
+                    let ok = sqlx::query("SELECT 1").execute(&mut *c).await.is_ok();
+                    (query_outcome(ok), Some(got))
+                }
+            },
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            AnyPool::Ours(p) => p.close().await,
+            AnyPool::Deadpool(p) => p.close(),
+            AnyPool::Bb8(p) => drop(p),
+            AnyPool::Sqlx(p) => p.close().await,
+        }
+    }
+}
+
+fn query_outcome(ok: bool) -> Outcome {
+    if ok {
+        Outcome::Ok
+    } else {
+        Outcome::QueryError
+    }
+}
+
+/// Runs the load, applies `fault` after [`BEFORE`], keeps going for
+/// [`AFTER`] once the server is back; returns the figures.
+async fn run(
+    cluster: &Cluster,
+    admin: &tokio_postgres::Client,
+    kind: Kind,
+    fault: Fault,
+    n: usize,
+) -> Result<Figures, String> {
+    let app = format!("faults_{n}");
+    let mut pg = cluster.tcp_config("postgres", "postgres");
+    pg.password(PASSWORD)
+        .application_name(&app)
+        .connect_timeout(ACQUIRE);
+    let pool = AnyPool::build(kind, pg, cluster.port(), &app).await?;
+    let sampler = start_sampler(cluster.admin_config(), &app, MAX);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let pool = pool.clone();
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut ops = Vec::new();
+                for _ in 0..50_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let start = Instant::now();
+                    let (outcome, got) = tokio::time::timeout(OP_BOUND, pool.op())
+                        .await
+                        .unwrap_or((Outcome::OverBound, None));
+                    ops.push(Op {
+                        start,
+                        got,
+                        end: Instant::now(),
+                        outcome,
+                    });
+                }
+                ops
+            })
+        })
+        .collect();
+    tokio::time::sleep(BEFORE).await;
+    let at = Instant::now();
+    let mut killed = 0;
+    let mut down_at = at;
+    match fault {
+        Fault::TerminateOnce => killed = terminate_all(admin, &app).await,
+        Fault::Stop(down) => {
+            tokio::task::block_in_place(|| cluster.stop());
+            down_at = Instant::now();
+            tokio::time::sleep(down).await;
+            tokio::task::block_in_place(|| cluster.restart());
+        }
+        Fault::Kill9 => {
+            tokio::task::block_in_place(|| cluster.kill9());
+            down_at = Instant::now();
+            tokio::task::block_in_place(|| cluster.restart());
+        }
+    }
+    let up = match fault {
+        Fault::TerminateOnce => at,
+        _ => Instant::now(),
+    };
+    tokio::time::sleep(AFTER).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut ops = Vec::new();
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(20), task).await {
+            Ok(Ok(more)) => ops.extend(more),
+            _ => return Err(format!("{}: a task is stuck", kind.name())),
+        }
+    }
+    ops.sort_by_key(|op| op.start);
+    let seen = sampler.finish().await;
+    pool.close().await;
+    let label = format!("{} / {}", kind.name(), fault.name());
+    Ok(Figures::compute(
+        &label,
+        &ops,
+        Timeline {
+            fault: at,
+            down: down_at,
+            up,
+        },
+        killed,
+        seen,
+        MAX,
+    ))
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(
+        || "never".to_owned(),
+        |d| format!("{:.0} ms", d.as_secs_f64() * 1e3),
+    )
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let down = if quick {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(3)
+    };
+    let cluster = tokio::task::spawn_blocking(Cluster::start)
+        .await
+        .expect("start the cluster");
+    cluster.set_postgres_password(PASSWORD).await;
+    cluster.trust_tcp().await;
+    let mut rows = Vec::new();
+    let mut n = 0;
+    for fault in [Fault::TerminateOnce, Fault::Stop(down), Fault::Kill9] {
+        for kind in Kind::ALL {
+            n += 1;
+            // A fresh admin connection: the last fault may have ended the old one.
+            let admin = cluster.admin().await;
+            match run(&cluster, &admin, kind, fault, n).await {
+                Ok(f) => {
+                    f.print();
+                    rows.push((kind, fault, f));
+                }
+                Err(e) => eprintln!("{} / {}: {e}", kind.name(), fault.name()),
+            }
+        }
+    }
+    println!();
+    println!(
+        "Pool of {MAX}, {TASKS} tasks of checkout + `SELECT 1`, acquire timeout {} s; each pool at its defaults (ours: `IsValid`, 500 ms bypass; deadpool: fast recycling).",
+        ACQUIRE.as_secs()
+    );
+    println!();
+    println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (kind, fault, f) in &rows {
+        println!(
+            "| {} | {} | {} / {} ({}) | {} | {} | {} | {} / {} / {} | {} / {} | {} / {} |",
+            fault.name(),
+            kind.name(),
+            f.query_errors,
+            f.in_flight,
+            f.killed,
+            f.dead_after_up,
+            ms(f.first_success),
+            ms(f.to_90pct),
+            f.down.timeouts,
+            f.down.errors,
+            f.down.ok,
+            ms(Some(f.down.wait_mean)),
+            ms(Some(f.down.wait_max)),
+            f.sessions.max,
+            MAX
+        );
+    }
+}
