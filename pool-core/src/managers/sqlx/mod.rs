@@ -82,6 +82,12 @@ fn raw(sql: &'static str) -> driver::RawSql {
     driver::raw_sql(static_sql(sql))
 }
 
+/// A SQL text built at run time (from integers only), as this sqlx's query.
+#[cfg(feature = "sqlx-postgres")]
+fn built_sql(sql: &str) -> driver::AssertSqlSafe<&str> {
+    driver::AssertSqlSafe(sql)
+}
+
 /// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
 macro_rules! prepare_and_describe {
     () => {

@@ -44,6 +44,12 @@ fn raw(sql: &'static str) -> driver::RawSql<'static> {
     driver::raw_sql(sql)
 }
 
+/// A SQL text built at run time (from integers only), as this sqlx's query.
+#[cfg(feature = "sqlx08-postgres")]
+fn built_sql(sql: &str) -> &str {
+    sql
+}
+
 /// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
 macro_rules! prepare_and_describe {
     () => {
