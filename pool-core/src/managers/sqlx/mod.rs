@@ -189,18 +189,24 @@ macro_rules! unnamed_query {
     };
 }
 
+// Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
+// `mod` line here, which names this module's own feature: rustdoc passes it
+// on to the impls and methods inside (the shared files cannot name it).
 mod backend;
 mod executor;
 mod manager;
 #[cfg(feature = "sqlx-mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-mysql")))]
 mod mysql;
 mod password;
 #[cfg(feature = "sqlx-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-postgres")))]
 mod postgres;
 mod reset;
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql"))]
 mod server_flag;
 #[cfg(feature = "sqlx-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-sqlite")))]
 mod sqlite;
 mod transaction;
 

@@ -151,6 +151,9 @@ macro_rules! unnamed_query {
     };
 }
 
+// Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
+// `mod` line here, which names this module's own feature: rustdoc passes it
+// on to the impls and methods inside (the shared files cannot name it).
 #[path = "../sqlx/backend.rs"]
 mod backend;
 #[path = "../sqlx/executor.rs"]
@@ -158,11 +161,13 @@ mod executor;
 #[path = "../sqlx/manager.rs"]
 mod manager;
 #[cfg(feature = "sqlx08-mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-mysql")))]
 #[path = "../sqlx/mysql.rs"]
 mod mysql;
 #[path = "../sqlx/password.rs"]
 mod password;
 #[cfg(feature = "sqlx08-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-postgres")))]
 #[path = "../sqlx/postgres.rs"]
 mod postgres;
 #[path = "../sqlx/reset.rs"]
@@ -171,6 +176,7 @@ mod reset;
 #[path = "../sqlx/server_flag.rs"]
 mod server_flag;
 #[cfg(feature = "sqlx08-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-sqlite")))]
 #[path = "../sqlx/sqlite.rs"]
 mod sqlite;
 #[path = "../sqlx/transaction.rs"]
