@@ -1,7 +1,8 @@
 //! The fleet budget on `SqlxManager<PgConnection>`, in one process: two
 //! pools of 4 under one budget of 3 never hold more than 3 of its tickets
 //! (sampled from `pg_locks`), a connect past the budget fails saying
-//! "fleet budget", and tickets come back when connections close.
+//! "fleet budget", idle connections keep their tickets, and tickets come
+//! back when connections close.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -75,11 +76,11 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
         let config = PoolConfig::builder()
             .max_size(4)
             .min_size(0)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(Duration::from_secs(20))
             .build()
             .expect("config");
         let a = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
-        let b = Arc::new(Pool::new_lazy(manager, config));
+        let b = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
 
         // The sampler reads the budget's locks every 5 ms while the pools
         // are in use, and keeps the peak.
@@ -104,8 +105,11 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
         });
 
         // Eight tasks, four per pool, each running five short queries that
-        // hold their connection 20 ms. The pools want 8 connections, the
-        // budget has 3; every query still runs, within acquire_timeout.
+        // hold their connection 20 ms and then close it, so that tickets
+        // move between the pools (an idle connection would keep its ticket,
+        // and the other pool would wait for it in vain). The pools want 8
+        // connections, the budget has 3; every query still runs, within
+        // acquire_timeout, as the pools retry their connects.
         let done = Arc::new(AtomicU32::new(0));
         let mut tasks = Vec::new();
         for pool in [&a, &b, &a, &b, &a, &b, &a, &b] {
@@ -118,7 +122,7 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
                         .await
                         .expect("query");
                     done.fetch_add(1, Ordering::Relaxed);
-                    drop(conn);
+                    conn.discard();
                 }
             }));
         }
@@ -126,32 +130,68 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
             task.await.expect("worker");
         }
         assert_eq!(done.load(Ordering::Relaxed), 40);
+        // Open connections (a connect still in flight holds no ticket yet).
+        let open = |pool: &Pool<SqlxManager<PgConnection>>| {
+            let metrics = pool.metrics();
+            metrics.idle + metrics.in_use
+        };
         assert!(
-            a.metrics().total + b.metrics().total <= TOTAL,
+            open(&a) + open(&b) <= TOTAL,
             "the two pools hold {} + {} connections",
-            a.metrics().total,
-            b.metrics().total
+            open(&a),
+            open(&b)
+        );
+
+        // Closing the pools closes their idle connections (the connects
+        // retried for the last waiters leave some), and frees their tickets.
+        a.close().await;
+        b.close().await;
+        wait_for_tickets(&mut admin, &budget, 0).await;
+
+        // In two fresh pools, `a` takes the whole budget; `b` then gets
+        // nothing, while `a` uses its connections and while they sit idle
+        // in it.
+        let a = Pool::new_lazy(manager.clone(), config.clone());
+        let b = Pool::new_lazy(manager, config);
+        let mut held = Vec::new();
+        for _ in 0..TOTAL {
+            held.push(a.get().await.expect("a ticket for pool a"));
+        }
+        let refused = |err: PoolError<sqlx::Error>| {
+            assert!(matches!(err, PoolError::Timeout { .. }), "{err:?}");
+            assert!(
+                err.to_string().contains("fleet budget"),
+                "the timeout names the budget: {err}"
+            );
+        };
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("pool a holds the budget"),
+        );
+        held.clear();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while a.metrics().idle < TOTAL {
+            assert!(Instant::now() < deadline, "{:?}", a.metrics());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("pool a's idle connections keep their tickets"),
         );
 
         // Tickets come back when connections close: once pool `a` is
         // closed, pool `b` gets the whole budget, and no more.
         a.close().await;
-        let held: Vec<_> = {
-            let mut held = Vec::new();
-            for _ in 0..TOTAL {
-                held.push(b.get().await.expect("a ticket freed by pool a"));
-            }
-            held
-        };
+        for _ in 0..TOTAL {
+            held.push(b.get().await.expect("a ticket freed by pool a"));
+        }
         assert_eq!(tickets_held(&mut admin, &budget).await, i64::from(TOTAL));
-        let err = b
-            .get_timeout(Duration::from_millis(300))
-            .await
-            .expect_err("a fourth connection is past the budget");
-        assert!(matches!(err, PoolError::Timeout { .. }), "{err:?}");
-        assert!(
-            err.to_string().contains("fleet budget"),
-            "the timeout names the budget: {err}"
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("a fourth connection is past the budget"),
         );
 
         stop.store(true, Ordering::Relaxed);
