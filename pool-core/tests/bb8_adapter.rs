@@ -16,7 +16,7 @@ use pool_core::compat::bb8::{Bb8Error, Bb8Manager};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, ValidationMode};
 use tokio_postgres::NoTls;
 
-/// A bb8 manager whose error is only `Debug`, as bb8 allows.
+/// A bb8 manager with its own error type.
 #[derive(Debug, Default)]
 struct Fake {
     connects: AtomicUsize,
@@ -31,6 +31,14 @@ struct FakeConn {
 
 #[derive(Debug)]
 struct FakeError(&'static str);
+
+impl std::fmt::Display for FakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for FakeError {}
 
 impl bb8::ManageConnection for Fake {
     type Connection = FakeConn;
@@ -112,8 +120,11 @@ async fn errors_are_wrapped_and_displayed() {
         ..Fake::default()
     });
     let err: Bb8Error<FakeError> = m.connect().await.expect_err("refused");
-    assert_eq!(err.to_string(), "bb8 manager error: FakeError(\"refused\")");
-    assert!(err.source().is_none(), "bb8 errors are not std errors");
+    assert_eq!(err.to_string(), "bb8 manager failed: refused");
+    assert_eq!(
+        err.source().map(|e| e.to_string()).as_deref(),
+        Some("refused")
+    );
     assert_eq!(err.into_inner().0, "refused");
 
     match Pool::new(m, config(1, ValidationMode::None)).await {

@@ -141,7 +141,7 @@ async fn recycle_errors_map_to_typed_errors() {
 
     let backend: DeadpoolError<std::io::Error> =
         DeadpoolError::Backend(std::io::Error::other("socket gone"));
-    assert_eq!(backend.to_string(), "deadpool manager error");
+    assert_eq!(backend.to_string(), "deadpool manager failed: socket gone");
     assert_eq!(
         backend.source().map(|e| e.to_string()).as_deref(),
         Some("socket gone")

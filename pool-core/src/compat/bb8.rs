@@ -18,6 +18,13 @@
 //! `Hooks::after_connect`; its `ErrorSink` has no counterpart: errors reach
 //! the caller of `get()` inside `PoolError::Timeout`, and `tracing`.
 //!
+//! The bb8 manager's `Error` must be a `std::error::Error`, so that
+//! [`Bb8Error`] can print its message and return it from `source()` (bb8
+//! asks only for `Debug`, but its own `RunError` is an error only then, and
+//! the managers in use, bb8-postgres and bb8-redis among them, have one).
+//! For a manager whose error is only `Debug`, wrap it in a manager of yours
+//! that maps the error, e.g. to `std::io::Error::other(format!("{e:?}"))`.
+//!
 //! ```no_run
 //! use bb8_postgres::PostgresConnectionManager;
 //! use pool_core::compat::bb8::Bb8Manager;
@@ -73,7 +80,7 @@ impl<M: fmt::Debug> fmt::Debug for Bb8Manager<M> {
 impl<M> ManageConnection for Bb8Manager<M>
 where
     M: bb8::ManageConnection,
-    M::Error: Sync,
+    M::Error: Error + Sync,
 {
     type Connection = M::Connection;
     type Error = Bb8Error<M::Error>;
@@ -93,10 +100,11 @@ where
 
 /// An error from a bb8 manager.
 ///
-/// bb8 only asks its managers' errors for `Debug`, not
-/// `std::error::Error`, so this wrapper cannot hand the cause to `source()`;
-/// its `Display` shows the cause's `Debug` form instead. Take the original
-/// back with [`into_inner`](Self::into_inner) or [`get_ref`](Self::get_ref).
+/// `Display` is `bb8 manager failed: <the cause's own message>`; inside a
+/// [`PoolError`](crate::PoolError) the pool adds what it was doing
+/// (`connect failed: bb8 manager failed: connection refused`).
+/// [`source`](Error::source) returns the cause. Take the original back
+/// with [`into_inner`](Self::into_inner) or [`get_ref`](Self::get_ref).
 pub struct Bb8Error<E>(pub E);
 
 impl<E> Bb8Error<E> {
@@ -117,10 +125,14 @@ impl<E: fmt::Debug> fmt::Debug for Bb8Error<E> {
     }
 }
 
-impl<E: fmt::Debug> fmt::Display for Bb8Error<E> {
+impl<E: fmt::Display> fmt::Display for Bb8Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bb8 manager error: {:?}", self.0)
+        write!(f, "bb8 manager failed: {}", self.0)
     }
 }
 
-impl<E: fmt::Debug> Error for Bb8Error<E> {}
+impl<E: Error + 'static> Error for Bb8Error<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.0)
+    }
+}

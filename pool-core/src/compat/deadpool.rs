@@ -228,10 +228,14 @@ impl<E> DeadpoolError<E> {
     }
 }
 
-impl<E> fmt::Display for DeadpoolError<E> {
+/// `deadpool manager failed: <the cause's own message>`, or `deadpool
+/// manager refused to recycle: <message>`; inside a
+/// [`PoolError`](crate::PoolError) the pool adds what it was doing
+/// (`connect failed: deadpool manager failed: connection refused`).
+impl<E: fmt::Display> fmt::Display for DeadpoolError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeadpoolError::Backend(_) => f.write_str("deadpool manager error"),
+            DeadpoolError::Backend(e) => write!(f, "deadpool manager failed: {e}"),
             DeadpoolError::Recycle(msg) => write!(f, "deadpool manager refused to recycle: {msg}"),
         }
     }

@@ -110,6 +110,29 @@ impl FleetBudget {
         i32::try_from(fastrand::u32(0..self.total)).unwrap_or(0)
     }
 
+    /// [`CLAIM_SQL`] with this budget's key and total and the first ticket
+    /// `start` written in as literals, for drivers that send a query without
+    /// parameters in one round trip (PostgreSQL's simple query protocol)
+    /// but need two for one with parameters. Only integers are written in,
+    /// so nothing from the name reaches the SQL text.
+    ///
+    /// ```
+    /// use pool_core::managers::fleet::FleetBudget;
+    ///
+    /// let budget = FleetBudget::new("orders-api", 40)?;
+    /// let sql = budget.claim_sql_literal(7);
+    /// assert!(sql.contains("pg_try_advisory_lock") && !sql.contains('$'));
+    /// # Ok::<(), pool_core::managers::fleet::FleetBudgetConfigError>(())
+    /// ```
+    pub fn claim_sql_literal(&self, start: i32) -> String {
+        // In parentheses: `-2147483648::int4` would cast before negating,
+        // and overflow.
+        CLAIM_SQL
+            .replace("$1", &format!("({})", self.key))
+            .replace("$2", &format!("({})", self.total_i32()))
+            .replace("$3", &format!("({start})"))
+    }
+
     /// The error for a connect that found no free ticket.
     pub fn exhausted(&self) -> FleetBudgetExhausted {
         FleetBudgetExhausted {
@@ -177,6 +200,12 @@ pub enum FleetBudgetConfigError {
         /// The total asked for.
         total: u32,
     },
+    /// A budget together with a transaction-mode pooler
+    /// ([`PoolerMode::Transaction`](crate::PoolerMode::Transaction)): the
+    /// pooler hands the server session to other clients between
+    /// transactions, so the session lock would count a connection that is
+    /// not the pool's, and be released or held at the pooler's whim.
+    BehindTransactionPooler,
 }
 
 impl fmt::Display for FleetBudgetConfigError {
@@ -188,6 +217,10 @@ impl fmt::Display for FleetBudgetConfigError {
                 f,
                 "fleet budget: a total of {total} is more than {}",
                 i32::MAX
+            ),
+            Self::BehindTransactionPooler => f.write_str(
+                "fleet budget: not available behind a transaction-mode pooler \
+                 (its tickets are session locks)",
             ),
         }
     }
@@ -231,5 +264,27 @@ mod tests {
         }
         let text = budget.exhausted().to_string();
         assert!(text.contains("fleet budget") && text.contains("\"api\"") && text.contains('3'));
+    }
+
+    #[test]
+    fn the_literal_claim_is_the_claim_with_its_parameters_written_in() {
+        let budget = FleetBudget::new("a", 3).expect("valid");
+        let sql = budget.claim_sql_literal(2);
+        assert!(!sql.contains('$'), "{sql}");
+        assert!(
+            sql.contains("pg_try_advisory_lock((-468965076)::int4, t)"),
+            "{sql}"
+        );
+        assert!(sql.contains("(((2)::int4 + n) % (3)::int4)"), "{sql}");
+        assert!(sql.contains("generate_series(0, (3)::int4 - 1)"), "{sql}");
+    }
+
+    #[test]
+    fn a_budget_behind_a_pooler_says_why_it_is_refused() {
+        let text = FleetBudgetConfigError::BehindTransactionPooler.to_string();
+        assert!(
+            text.contains("fleet budget") && text.contains("pooler"),
+            "{text}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Connection managers for database drivers, each behind its cargo feature.
 
-#[cfg(any(feature = "tokio-postgres", feature = "sqlx-postgres"))]
+// Unconditional: the sqlx managers are generic over the driver and hold an
+// optional budget whatever the driver; only PostgreSQL's can set one.
 pub mod fleet;
 pub mod pooler;
 #[cfg(any(

@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::driver::{Connection, Error};
 use super::reset::BoxFuture;
+use crate::managers::fleet::FleetBudget;
 use crate::PoolerMode;
 
 /// A sqlx connection type that [`SqlxManager`](super::SqlxManager) can pool.
@@ -57,6 +58,17 @@ pub(crate) mod private {
             conn: &'a mut Self,
             sql: &'static str,
         ) -> BoxFuture<'a, Result<(), Error>>;
+
+        /// Takes one ticket of `budget` on a fresh connection, in one round
+        /// trip: `Ok(true)` when taken, `Ok(false)` when every ticket is
+        /// held. Only PostgreSQL's manager can be given a budget; for the
+        /// other drivers this refuses.
+        fn claim_ticket<'a>(
+            _conn: &'a mut Self,
+            _budget: &'a FleetBudget,
+        ) -> BoxFuture<'a, Result<bool, Error>> {
+            Box::pin(async { Err(Error::Configuration("fleet budgets need PostgreSQL".into())) })
+        }
     }
 
     /// Marks the drivers that log in with a password; seals

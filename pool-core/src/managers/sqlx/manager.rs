@@ -10,6 +10,7 @@ use super::backend::SqlxConnection;
 use super::driver::Error;
 use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
+use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError};
 use crate::{ManageConnection, PoolerMode};
 
 /// Opens, checks and cleans sqlx connections of type `C`
@@ -22,7 +23,9 @@ use crate::{ManageConnection, PoolerMode};
 ///   PostgreSQL, the statement cache off in [`PoolerMode::Transaction`]
 ///   (set with `pooler_mode`); sqlx's statement cache
 ///   (`statement_cache_capacity` in the options) lives as long as the
-///   connection and is never cleared by the pool.
+///   connection and is never cleared by the pool. On PostgreSQL with a
+///   fleet budget (`fleet_budget`), one more round trip takes the
+///   connection's ticket.
 /// - **is_valid**: sqlx's `ping` (PostgreSQL: a `Sync` message; MySQL:
 ///   `COM_PING`; SQLite: a round trip to the connection's worker thread).
 /// - **has_broken**: always `false`; sqlx has no cheap way to tell a
@@ -86,6 +89,8 @@ pub struct SqlxManager<C: SqlxConnection> {
     reset_mode: ResetMode,
     pub(super) pooler_mode: PoolerMode,
     pub(super) password_provider: Option<Provider>,
+    /// Set only on PostgreSQL, by `fleet_budget`.
+    pub(super) fleet: Option<FleetBudget>,
     _connection: PhantomData<fn() -> C>,
 }
 
@@ -98,6 +103,7 @@ impl<C: SqlxConnection> SqlxManager<C> {
             reset_mode: ResetMode::default(),
             pooler_mode: PoolerMode::default(),
             password_provider: None,
+            fleet: None,
             _connection: PhantomData,
         }
     }
@@ -158,6 +164,15 @@ impl<C: SqlxConnection> SqlxManager<C> {
         }
         options
     }
+
+    /// Refuses settings that cannot work together: a fleet budget behind a
+    /// transaction-mode pooler.
+    pub(super) fn check_settings(&self) -> Result<(), FleetBudgetConfigError> {
+        if self.fleet.is_some() && self.pooler_mode == PoolerMode::Transaction {
+            return Err(FleetBudgetConfigError::BehindTransactionPooler);
+        }
+        Ok(())
+    }
 }
 
 impl<C: SqlxConnection> Clone for SqlxManager<C> {
@@ -167,6 +182,7 @@ impl<C: SqlxConnection> Clone for SqlxManager<C> {
             reset_mode: self.reset_mode,
             pooler_mode: self.pooler_mode,
             password_provider: self.password_provider.clone(),
+            fleet: self.fleet.clone(),
             _connection: PhantomData,
         }
     }
@@ -179,6 +195,7 @@ impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
         out.field("reset_mode", &self.reset_mode)
             .field("pooler_mode", &self.pooler_mode)
             .field("password_provider", &self.password_provider.is_some())
+            .field("fleet_budget", &self.fleet)
             .finish()
     }
 }
@@ -189,15 +206,23 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     type Error = Error;
 
     /// Opens a connection with the manager's options, after fetching the
-    /// password if a provider is set.
+    /// password if a provider is set, and takes its fleet budget ticket if
+    /// a budget is set.
     ///
     /// # Errors
     ///
     /// Whatever sqlx's connect fails with: `sqlx::Error::Io` for an
     /// unreachable server, `sqlx::Error::Database` for a refused login, `Tls`,
     /// `Configuration`. None of them carries the password. A failed password
-    /// provider is `Configuration` holding a [`PasswordProviderError`].
+    /// provider is `Configuration` holding a [`PasswordProviderError`]; no
+    /// free ticket in the fleet budget is `Configuration` holding a
+    /// [`FleetBudgetExhausted`](crate::managers::fleet::FleetBudgetExhausted),
+    /// and a budget behind a transaction-mode pooler (a `pooler_mode` set
+    /// after `fleet_budget`) is `Configuration` holding
+    /// [`FleetBudgetConfigError::BehindTransactionPooler`], before any I/O.
     async fn connect(&self) -> Result<C, Error> {
+        self.check_settings()
+            .map_err(|e| Error::Configuration(Box::new(e)))?;
         let password = match &self.password_provider {
             Some(provider) => Some(
                 provider()
@@ -207,7 +232,18 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
             None => None,
         };
         let options = self.options_for_connect(password.as_deref());
-        C::connect_with(&options).await
+        let mut conn = C::connect_with(&options).await?;
+        if let Some(budget) = &self.fleet {
+            // One round trip. On an error `conn` is dropped here, which
+            // closes its socket and so ends the session on the server.
+            if !C::claim_ticket(&mut conn, budget).await? {
+                if let Err(e) = conn.close().await {
+                    tracing::debug!(error = %e, "closing a connection that found no fleet budget ticket");
+                }
+                return Err(Error::Configuration(Box::new(budget.exhausted())));
+            }
+        }
+        Ok(conn)
     }
 
     /// Pings the server.

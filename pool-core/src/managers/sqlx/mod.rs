@@ -82,6 +82,12 @@ fn raw(sql: &'static str) -> driver::RawSql {
     driver::raw_sql(static_sql(sql))
 }
 
+/// A SQL text built at run time (from integers only), as this sqlx's query.
+#[cfg(feature = "sqlx-postgres")]
+fn built_sql(sql: &str) -> driver::AssertSqlSafe<&str> {
+    driver::AssertSqlSafe(sql)
+}
+
 /// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
 macro_rules! prepare_and_describe {
     () => {
@@ -183,18 +189,24 @@ macro_rules! unnamed_query {
     };
 }
 
+// Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
+// `mod` line here, which names this module's own feature: rustdoc passes it
+// on to the impls and methods inside (the shared files cannot name it).
 mod backend;
 mod executor;
 mod manager;
 #[cfg(feature = "sqlx-mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-mysql")))]
 mod mysql;
 mod password;
 #[cfg(feature = "sqlx-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-postgres")))]
 mod postgres;
 mod reset;
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql"))]
 mod server_flag;
 #[cfg(feature = "sqlx-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx-sqlite")))]
 mod sqlite;
 mod transaction;
 

@@ -8,6 +8,7 @@ use super::driver::{Error, Executor};
 use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 use super::SqlxManager;
+use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError};
 use crate::PoolerMode;
 
 impl SqlxConnection for PgConnection {}
@@ -54,6 +55,20 @@ impl private::Sealed for PgConnection {
 
     fn execute_raw<'a>(conn: &'a mut Self, sql: &'static str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move { conn.execute(super::raw(sql)).await.map(drop) })
+    }
+
+    fn claim_ticket<'a>(
+        conn: &'a mut Self,
+        budget: &'a FleetBudget,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(async move {
+            // Without parameters sqlx sends it as a simple query: one round
+            // trip, no statement prepared or cached. With them it would
+            // prepare first, a second round trip.
+            let sql = budget.claim_sql_literal(budget.random_start());
+            let row = conn.fetch_optional(super::built_sql(&sql)).await?;
+            Ok(row.is_some())
+        })
     }
 }
 
@@ -105,10 +120,83 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # demo().unwrap();
     /// ```
+    ///
+    /// A [`fleet_budget`](Self::fleet_budget) cannot work in
+    /// [`PoolerMode::Transaction`]: set after a budget, this mode makes
+    /// every connect fail (see [`validate`](Self::validate)).
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
         self
+    }
+
+    /// Makes every connection hold one of `total` tickets of the fleet
+    /// budget `name`, shared by every process that uses the same name on the
+    /// same database (with this manager, on sqlx 0.8 or 0.9, or with
+    /// `PostgresManager::fleet_budget`): a session-level advisory lock taken
+    /// right after connecting, in one round trip per connect and none per
+    /// checkout. The server releases the ticket when the connection closes,
+    /// however the process ends. See [`fleet`](crate::managers::fleet) for
+    /// the lock key and its collisions.
+    ///
+    /// A connect that finds no ticket free fails with
+    /// `sqlx::Error::Configuration` holding a
+    /// [`FleetBudgetExhausted`](crate::managers::fleet::FleetBudgetExhausted),
+    /// whose text says "fleet budget"; the pool retries it with back-off
+    /// while callers wait within their `acquire_timeout`. Idle connections
+    /// keep their tickets: an `idle_timeout` and a low `min_idle` let an
+    /// idle process give its share back. A `DISCARD ALL` or
+    /// `pg_advisory_unlock_all()` sent through a connection releases its
+    /// ticket while the connection stays open, so the budget no longer
+    /// counts it.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetBudgetConfigError`] for an empty name or a total of 0 or above
+    /// `i32::MAX`, and [`FleetBudgetConfigError::BehindTransactionPooler`]
+    /// in [`PoolerMode::Transaction`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlx-postgres")]
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use pool_core::managers::fleet::FleetBudgetExhausted;
+    /// use pool_core::managers::sqlx::SqlxManager;
+    ///
+    /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@db.internal/shop")?
+    ///     .fleet_budget("shop-api", 80)?;
+    ///
+    /// // How a caller tells an exhausted budget from other connect errors:
+    /// fn is_budget_exhausted(err: &sqlx::Error) -> bool {
+    ///     matches!(err, sqlx::Error::Configuration(cause) if cause.is::<FleetBudgetExhausted>())
+    /// }
+    /// # let _ = (manager, is_budget_exhausted);
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(feature = "sqlx-postgres")]
+    /// # demo().unwrap();
+    /// ```
+    pub fn fleet_budget(mut self, name: &str, total: u32) -> Result<Self, FleetBudgetConfigError> {
+        self.fleet = Some(FleetBudget::new(name, total)?);
+        self.check_settings()?;
+        Ok(self)
+    }
+
+    /// The fleet budget, if one is set.
+    pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
+        self.fleet.as_ref()
+    }
+
+    /// Checks that the settings work together; every connect runs it too,
+    /// before any I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetBudgetConfigError::BehindTransactionPooler`] for a fleet
+    /// budget in [`PoolerMode::Transaction`].
+    pub fn validate(&self) -> Result<(), FleetBudgetConfigError> {
+        self.check_settings()
     }
 }
 
@@ -134,5 +222,63 @@ mod tests {
         // The manager's own options are left as given.
         let kept = format!("{:?}", manager.connect_options());
         assert!(kept.contains("statement_cache_capacity: 100"), "{kept}");
+    }
+
+    #[test]
+    fn a_fleet_budget_is_refused_behind_a_transaction_pooler_either_way_round() {
+        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        assert_eq!(
+            manager
+                .clone()
+                .pooler_mode(PoolerMode::Transaction)
+                .fleet_budget("api", 3)
+                .map(drop),
+            Err(FleetBudgetConfigError::BehindTransactionPooler)
+        );
+        let budgeted = manager.fleet_budget("api", 3).expect("valid budget");
+        assert_eq!(budgeted.validate(), Ok(()));
+        assert_eq!(
+            budgeted.current_fleet_budget().map(FleetBudget::total),
+            Some(3)
+        );
+        assert!(format!("{budgeted:?}").contains("\"api\""), "{budgeted:?}");
+        let late = budgeted.pooler_mode(PoolerMode::Transaction);
+        assert_eq!(
+            late.validate(),
+            Err(FleetBudgetConfigError::BehindTransactionPooler)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fleet_budget_set_before_a_transaction_pooler_fails_every_connect_without_io() {
+        use crate::managers::fleet::FleetBudgetConfigError as E;
+        use crate::ManageConnection;
+
+        // Port 1 on loopback: were a connect attempted, it would fail with
+        // an I/O error, not this one.
+        let options = PgConnectOptions::new().host("127.0.0.1").port(1);
+        let manager = SqlxManager::<PgConnection>::new(options)
+            .fleet_budget("api", 3)
+            .expect("valid budget")
+            .pooler_mode(PoolerMode::Transaction);
+        match manager.connect().await {
+            Err(Error::Configuration(cause)) => {
+                assert_eq!(cause.downcast_ref::<E>(), Some(&E::BehindTransactionPooler))
+            }
+            other => panic!("expected the settings to be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_budgets_are_typed_errors() {
+        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        assert_eq!(
+            manager.clone().fleet_budget("", 3).map(drop),
+            Err(FleetBudgetConfigError::EmptyName)
+        );
+        assert_eq!(
+            manager.fleet_budget("api", 0).map(drop),
+            Err(FleetBudgetConfigError::ZeroTotal)
+        );
     }
 }

@@ -44,6 +44,12 @@ fn raw(sql: &'static str) -> driver::RawSql<'static> {
     driver::raw_sql(sql)
 }
 
+/// A SQL text built at run time (from integers only), as this sqlx's query.
+#[cfg(feature = "sqlx08-postgres")]
+fn built_sql(sql: &str) -> &str {
+    sql
+}
+
 /// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
 macro_rules! prepare_and_describe {
     () => {
@@ -145,6 +151,9 @@ macro_rules! unnamed_query {
     };
 }
 
+// Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
+// `mod` line here, which names this module's own feature: rustdoc passes it
+// on to the impls and methods inside (the shared files cannot name it).
 #[path = "../sqlx/backend.rs"]
 mod backend;
 #[path = "../sqlx/executor.rs"]
@@ -152,11 +161,13 @@ mod executor;
 #[path = "../sqlx/manager.rs"]
 mod manager;
 #[cfg(feature = "sqlx08-mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-mysql")))]
 #[path = "../sqlx/mysql.rs"]
 mod mysql;
 #[path = "../sqlx/password.rs"]
 mod password;
 #[cfg(feature = "sqlx08-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-postgres")))]
 #[path = "../sqlx/postgres.rs"]
 mod postgres;
 #[path = "../sqlx/reset.rs"]
@@ -165,6 +176,7 @@ mod reset;
 #[path = "../sqlx/server_flag.rs"]
 mod server_flag;
 #[cfg(feature = "sqlx08-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-sqlite")))]
 #[path = "../sqlx/sqlite.rs"]
 mod sqlite;
 #[path = "../sqlx/transaction.rs"]

@@ -1,0 +1,17 @@
+//! The fleet budget on `SqlxManager<PgConnection>` on sqlx 0.9 against a
+//! real PostgreSQL (`DATABASE_URL`). The test bodies are shared with the
+//! sqlx 0.8 file, in `sqlx_shared/pg_fleet.rs`.
+#![cfg(feature = "sqlx-postgres")]
+
+mod common;
+
+mod drivers {
+    pub use ::sqlx;
+    pub use pool_core::managers::sqlx as pool_sqlx;
+}
+
+#[path = "sqlx_shared/require.rs"]
+mod require;
+
+#[path = "sqlx_shared/pg_fleet.rs"]
+mod fleet;

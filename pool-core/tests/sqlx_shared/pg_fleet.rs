@@ -1,0 +1,255 @@
+//! The fleet budget on `SqlxManager<PgConnection>`, in one process: two
+//! pools of 4 under one budget of 3 never hold more than 3 of its tickets
+//! (sampled from `pg_locks`), a connect past the budget fails saying
+//! "fleet budget", idle connections keep their tickets, and tickets come
+//! back when connections close.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::{bounded, unique_tag};
+use crate::drivers::pool_sqlx::SqlxManager;
+use crate::drivers::sqlx;
+use crate::drivers::sqlx::{Connection, PgConnection};
+use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
+
+const TOTAL: u32 = 3;
+
+/// Granted locks of `budget` on this database. `pg_locks` shows the first
+/// key of a two-key advisory lock in `classid`, an oid (unsigned), with
+/// `objsubid = 2`.
+async fn tickets_held(admin: &mut PgConnection, budget: &FleetBudget) -> i64 {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    sqlx::query_scalar::<_, i64>(
+        "SELECT count(*) FROM pg_locks \
+         WHERE locktype = 'advisory' AND objsubid = 2 AND granted \
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND classid::int8 = $1",
+    )
+    .bind(classid)
+    .fetch_one(admin)
+    .await
+    .expect("read pg_locks")
+}
+
+/// Polls until `budget` holds exactly `want` tickets, for at most 5 s (the
+/// server ends a closed connection's session asynchronously).
+async fn wait_for_tickets(admin: &mut PgConnection, budget: &FleetBudget, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held = tickets_held(admin, budget).await;
+        if held == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the budget still holds {held} tickets, expected {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn budgeted(url: &str, name: &str, total: u32) -> SqlxManager<PgConnection> {
+    SqlxManager::<PgConnection>::from_url(url)
+        .expect("DATABASE_URL parses")
+        .fleet_budget(name, total)
+        .expect("a valid budget")
+}
+
+fn is_exhausted(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Configuration(cause) if cause.is::<FleetBudgetExhausted>())
+}
+
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pools_under_one_budget_never_hold_more_than_it() {
+    bounded(async {
+        let url = crate::require::url("DATABASE_URL");
+        let name = unique_tag("sqlx-fleet-pools");
+        let manager = budgeted(&url, &name, TOTAL);
+        let budget = manager.current_fleet_budget().expect("set").clone();
+        let mut admin = PgConnection::connect(&url).await.expect("admin connection");
+        assert_eq!(tickets_held(&mut admin, &budget).await, 0);
+
+        let config = PoolConfig::builder()
+            .max_size(4)
+            .min_size(0)
+            .acquire_timeout(Duration::from_secs(20))
+            .build()
+            .expect("config");
+        let a = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
+        let b = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
+
+        // The sampler reads the budget's locks every 5 ms while the pools
+        // are in use, and keeps the peak.
+        let peak = Arc::new(AtomicI64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = tokio::spawn({
+            let (peak, stop, budget, url) =
+                (peak.clone(), stop.clone(), budget.clone(), url.clone());
+            async move {
+                let mut conn = PgConnection::connect(&url)
+                    .await
+                    .expect("sampler connection");
+                let mut samples = 0_u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let held = tickets_held(&mut conn, &budget).await;
+                    peak.fetch_max(held, Ordering::Relaxed);
+                    samples += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                samples
+            }
+        });
+
+        // Eight tasks, four per pool, each running five short queries that
+        // hold their connection 20 ms and then close it, so that tickets
+        // move between the pools (an idle connection would keep its ticket,
+        // and the other pool would wait for it in vain). The pools want 8
+        // connections, the budget has 3; every query still runs, within
+        // acquire_timeout, as the pools retry their connects.
+        let done = Arc::new(AtomicU32::new(0));
+        let mut tasks = Vec::new();
+        for pool in [&a, &b, &a, &b, &a, &b, &a, &b] {
+            let (pool, done) = (Arc::clone(pool), Arc::clone(&done));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..5 {
+                    let mut conn = pool.get().await.expect("a connection within the budget");
+                    sqlx::query("SELECT pg_sleep(0.02)")
+                        .execute(&mut *conn)
+                        .await
+                        .expect("query");
+                    done.fetch_add(1, Ordering::Relaxed);
+                    conn.discard();
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("worker");
+        }
+        assert_eq!(done.load(Ordering::Relaxed), 40);
+        // Open connections (a connect still in flight holds no ticket yet).
+        let open = |pool: &Pool<SqlxManager<PgConnection>>| {
+            let metrics = pool.metrics();
+            metrics.idle + metrics.in_use
+        };
+        assert!(
+            open(&a) + open(&b) <= TOTAL,
+            "the two pools hold {} + {} connections",
+            open(&a),
+            open(&b)
+        );
+
+        // Closing the pools closes their idle connections (the connects
+        // retried for the last waiters leave some), and frees their tickets.
+        a.close().await;
+        b.close().await;
+        wait_for_tickets(&mut admin, &budget, 0).await;
+
+        // In two fresh pools, `a` takes the whole budget; `b` then gets
+        // nothing, while `a` uses its connections and while they sit idle
+        // in it.
+        let a = Pool::new_lazy(manager.clone(), config.clone());
+        let b = Pool::new_lazy(manager, config);
+        let mut held = Vec::new();
+        for _ in 0..TOTAL {
+            held.push(a.get().await.expect("a ticket for pool a"));
+        }
+        let refused = |err: PoolError<sqlx::Error>| {
+            assert!(matches!(err, PoolError::Timeout { .. }), "{err:?}");
+            assert!(
+                err.to_string().contains("fleet budget"),
+                "the timeout names the budget: {err}"
+            );
+        };
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("pool a holds the budget"),
+        );
+        held.clear();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while a.metrics().idle < TOTAL {
+            assert!(Instant::now() < deadline, "{:?}", a.metrics());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("pool a's idle connections keep their tickets"),
+        );
+
+        // Tickets come back when connections close: once pool `a` is
+        // closed, pool `b` gets the whole budget, and no more.
+        a.close().await;
+        for _ in 0..TOTAL {
+            held.push(b.get().await.expect("a ticket freed by pool a"));
+        }
+        assert_eq!(tickets_held(&mut admin, &budget).await, i64::from(TOTAL));
+        refused(
+            b.get_timeout(Duration::from_millis(300))
+                .await
+                .expect_err("a fourth connection is past the budget"),
+        );
+
+        stop.store(true, Ordering::Relaxed);
+        let samples = sampler.await.expect("sampler");
+        let peak = peak.load(Ordering::Relaxed);
+        assert!(samples > 10, "only {samples} samples");
+        assert!(peak <= i64::from(TOTAL), "{peak} tickets held at once");
+        assert_eq!(peak, i64::from(TOTAL), "the budget was used up");
+
+        drop(held);
+        b.close().await;
+        wait_for_tickets(&mut admin, &budget, 0).await;
+    })
+    .await;
+}
+
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
+    bounded(async {
+        let url = crate::require::url("DATABASE_URL");
+        let name = unique_tag("sqlx-fleet-connect");
+        let manager = budgeted(&url, &name, 2);
+        let budget = manager.current_fleet_budget().expect("set").clone();
+        let mut admin = PgConnection::connect(&url).await.expect("admin connection");
+
+        let first = manager.connect().await.expect("first ticket");
+        let mut second = manager.connect().await.expect("second ticket");
+        assert_eq!(tickets_held(&mut admin, &budget).await, 2);
+
+        let err = manager.connect().await.expect_err("no ticket left");
+        assert!(is_exhausted(&err), "{err:?}");
+        assert!(err.to_string().contains("fleet budget"), "{err}");
+        assert!(err.to_string().contains(&name), "{err}");
+        // The refused connection was closed, not left holding a session.
+        assert_eq!(tickets_held(&mut admin, &budget).await, 2);
+
+        // The ticket is a session lock: a rolled-back transaction keeps it.
+        sqlx::raw_sql("BEGIN; SELECT 1; ROLLBACK")
+            .execute(&mut second)
+            .await
+            .expect("a transaction");
+        assert_eq!(tickets_held(&mut admin, &budget).await, 2);
+
+        // Closed cleanly, or dropped with its socket, a connection frees
+        // its ticket for the next connect.
+        first.close().await.expect("close");
+        wait_for_tickets(&mut admin, &budget, 1).await;
+        let third = manager.connect().await.expect("the freed ticket");
+        drop(second);
+        wait_for_tickets(&mut admin, &budget, 1).await;
+        let fourth = manager
+            .connect()
+            .await
+            .expect("the dropped connection's ticket");
+        assert_eq!(tickets_held(&mut admin, &budget).await, 2);
+        drop((third, fourth));
+        wait_for_tickets(&mut admin, &budget, 0).await;
+    })
+    .await;
+}
