@@ -62,7 +62,15 @@ async fn main() -> anyhow::Result<()> {
             "pool + deadpool mgr: {} (prepared: {n})",
             answer(&client).await?
         );
-        println!("deadpool metrics kept per object: {:?}", client.metrics());
+        // deadpool's per-object metrics are kept by the adapter: instants,
+        // shown here as the durations they mean.
+        let metrics = client.metrics();
+        println!(
+            "deadpool metrics kept per object: age {:?}, last used {:?} ago, recycled {} times",
+            to_micros(metrics.age()),
+            to_micros(metrics.last_used()),
+            metrics.recycle_count
+        );
     }
     pool.close().await;
 
@@ -89,4 +97,10 @@ async fn main() -> anyhow::Result<()> {
     );
     pool.close().await;
     Ok(())
+}
+
+/// A duration as people read it: whole microseconds (`1.234ms`, not
+/// `1.234567ms`).
+fn to_micros(d: Duration) -> Duration {
+    Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }

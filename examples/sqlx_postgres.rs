@@ -1,6 +1,7 @@
-//! sqlx on PostgreSQL through the pool: concurrent queries on a small pool,
-//! a transaction dropped without commit that the pool rolls back before
-//! anyone else gets the connection, and the metrics.
+//! sqlx 0.9 on PostgreSQL through the pool: concurrent queries on a small
+//! pool, queries straight through `&pool` as with sqlx's `PgPool`, a
+//! transaction from `pool.begin()` dropped without commit that the pool
+//! rolls back before the same backend is handed out again, and the metrics.
 //!
 //! ```text
 //! cargo run -p pool-examples --example sqlx_postgres
@@ -59,33 +60,52 @@ async fn main() -> anyhow::Result<()> {
         pool.metrics().creation_count
     );
 
-    // A transaction dropped without commit: sqlx queues a ROLLBACK, and the
-    // pool sends it when the connection comes back, before anyone else can
-    // take it.
-    let pid = {
-        let mut conn = pool.get().await?;
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut *conn)
-            .await?;
-        let mut tx = conn.begin().await?;
-        sqlx::query("CREATE TEMP TABLE scratch (x int)")
-            .execute(&mut *tx)
-            .await?;
-        drop(tx); // no commit
-        pid
-    };
-    let mut conn = pool.get().await?;
+    // `&pool` is a sqlx executor: one checkout per query, as with `PgPool`.
+    let version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(&pool)
+        .await?;
+    println!("server version {version}, asked through &pool");
+
+    // A transaction dropped without commit. On a pool of one connection the
+    // next checkout is sure to get the same backend, so what it sees is the
+    // rollback of that very transaction.
+    let single = Pool::new(
+        SqlxManager::<PgConnection>::from_url(&url)?,
+        PoolConfig::builder()
+            .name("sqlx-example-single")
+            .max_size(1)
+            .acquire_timeout(Duration::from_secs(5))
+            .build()?,
+    )
+    .await?;
+    let mut tx = single.begin().await?;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query("CREATE TEMP TABLE scratch (x int)")
+        .execute(&mut *tx)
+        .await?;
+    drop(tx); // no commit: the pool rolls it back when the connection returns
+
+    let mut conn = single.get().await?;
     let next: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut *conn)
         .await?;
-    let in_tx: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()::text::int8")
+    ensure!(next == pid, "max_size(1) hands out the same backend");
+    let scratch: Option<String> = sqlx::query_scalar("SELECT to_regclass('pg_temp.scratch')::text")
         .fetch_one(&mut *conn)
         .await?;
-    ensure!(in_tx.is_none(), "handed out inside a transaction");
+    ensure!(
+        scratch.is_none(),
+        "the table created in the dropped transaction is gone"
+    );
+    ensure!(!conn.is_in_transaction(), "handed out inside a transaction");
     println!(
-        "dropped transaction on backend {pid}: rolled back on return; next checkout (backend {next}) is clean"
+        "dropped transaction on backend {pid}: rolled back on return; \
+         the next checkout (backend {next}, the same) sees no table and no transaction"
     );
     drop(conn);
+    single.close().await;
 
     let m = pool.metrics();
     println!(

@@ -94,8 +94,18 @@ async fn main() -> anyhow::Result<()> {
     let m = pool.metrics();
     println!(
         "metrics: {} open ({} idle), {} checkouts, {} opened, wait p99 {:?}",
-        m.total, m.idle, m.acquire_count, m.creation_count, m.acquire_wait_p99
+        m.total,
+        m.idle,
+        m.acquire_count,
+        m.creation_count,
+        to_micros(m.acquire_wait_p99)
     );
     pool.close().await;
     Ok(())
+}
+
+/// A duration as people read it: whole microseconds (`1.234ms`, not
+/// `1.234567ms`).
+fn to_micros(d: Duration) -> Duration {
+    Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }

@@ -54,6 +54,9 @@ fn s1(c: &mut Criterion) {
     let spec = FakeSpec::noop(POOL_SIZE);
     let mut g = c.benchmark_group("s1_get_drop");
     s1_one(&mut g, "ours", || noop::Ours::build(&spec));
+    s1_one(&mut g, "ours_after_connect", || {
+        noop::Ours::build_after_connect(&spec)
+    });
     s1_one(&mut g, "deadpool", || noop::Deadpool::build(&spec));
     s1_one(&mut g, "bb8", || noop::Bb8::build(&spec));
     s1_one(&mut g, "qp", || noop::Qp::build(&spec));

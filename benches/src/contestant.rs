@@ -47,6 +47,10 @@ pub enum Kind {
     Fastpool,
     /// A bare `tokio::sync::Semaphore` plus a crossbeam `ArrayQueue`.
     Floor,
+    /// This pool with an `after_connect`-only hook: the check that a hook on
+    /// connect costs nothing per checkout. Not in [`Kind::ALL`] (not a
+    /// column of the full tables); `point` and the micro bench run it.
+    OursAfterConnect,
 }
 
 impl Kind {
@@ -61,9 +65,21 @@ impl Kind {
         Kind::Floor,
     ];
 
+    /// Contestants run on request only, not in the full tables.
+    pub const EXTRA: [Kind; 1] = [Kind::OursAfterConnect];
+
+    /// The contestant labelled `name`, among [`Kind::ALL`] and
+    /// [`Kind::EXTRA`].
+    pub fn from_label(name: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .chain(Kind::EXTRA)
+            .find(|k| k.label() == name)
+    }
+
     /// The peers (neither ours nor the floor).
     pub fn is_peer(self) -> bool {
-        !matches!(self, Kind::Ours | Kind::Floor)
+        !matches!(self, Kind::Ours | Kind::OursAfterConnect | Kind::Floor)
     }
 
     /// Column label.
@@ -76,6 +92,7 @@ impl Kind {
             Kind::Mobc => "mobc",
             Kind::Fastpool => "fastpool",
             Kind::Floor => "floor",
+            Kind::OursAfterConnect => "ours-after-connect",
         }
     }
 }
@@ -113,6 +130,10 @@ macro_rules! with_noop_pool {
             }
             $crate::Kind::Floor => {
                 let $pool = noop::Floor::build($spec).await;
+                $body
+            }
+            $crate::Kind::OursAfterConnect => {
+                let $pool = noop::Ours::build_after_connect($spec).await;
                 $body
             }
         }

@@ -517,10 +517,11 @@ async fn a_copy_that_reads_back_other_data_is_rolled_back() -> anyhow::Result<()
         source.put("a", &1).await?;
         source.put("b", &2).await?;
         let mut raw = sqlx::SqliteConnection::connect(&home.url).await?;
-        sqlx::raw_sql(&format!(
+        // `name` is the test's own table name.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "CREATE TRIGGER {name}_tamper AFTER INSERT ON {name} WHEN NEW.item_key = 'b'
              BEGIN UPDATE {name} SET item_json = '3' WHERE item_key = 'b'; END"
-        ))
+        )))
         .execute(&mut raw)
         .await?;
         raw.close().await?;

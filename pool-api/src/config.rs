@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::MetricNames;
+
 /// The largest `max_size` a pool accepts.
 ///
 /// The pool addresses its connection slots with 16-bit indices so that the
@@ -99,6 +101,7 @@ pub struct PoolConfig {
     keepalive_interval: Option<Duration>,
     housekeeping_period: Duration,
     max_concurrent_connects: u32,
+    metric_names: MetricNames,
 }
 
 impl Default for PoolConfig {
@@ -119,6 +122,7 @@ impl Default for PoolConfig {
             keepalive_interval: None,
             housekeeping_period: Duration::from_secs(30),
             max_concurrent_connects: 2,
+            metric_names: MetricNames::Hikari,
         }
     }
 }
@@ -128,6 +132,7 @@ impl PoolConfig {
     pub fn builder() -> PoolConfigBuilder {
         PoolConfigBuilder {
             config: PoolConfig::default(),
+            idle_timeout_set: false,
         }
     }
 
@@ -191,6 +196,10 @@ impl PoolConfig {
     /// Bound on simultaneous `connect()` calls.
     pub fn max_concurrent_connects(&self) -> u32 {
         self.max_concurrent_connects
+    }
+    /// Which names the series are exported under.
+    pub fn metric_names(&self) -> MetricNames {
+        self.metric_names
     }
 
     /// Checks every rule; the builder calls this, and so does the pool for a
@@ -265,6 +274,9 @@ impl PoolConfig {
 #[must_use = "a builder does nothing until `build()` is called"]
 pub struct PoolConfigBuilder {
     config: PoolConfig,
+    /// Whether `idle_timeout` was called: a default idle timeout yields to a
+    /// short `max_lifetime`, an explicit one is checked against it.
+    idle_timeout_set: bool,
 }
 
 impl PoolConfigBuilder {
@@ -305,10 +317,34 @@ impl PoolConfigBuilder {
     }
 
     /// Close connections idle this long, never going below `min_size`;
-    /// `None` keeps idle connections forever. Defaults to 10 minutes; must be
-    /// shorter than `max_lifetime`.
+    /// `None` keeps idle connections forever.
+    ///
+    /// Defaults to 10 minutes, or to half of `max_lifetime` when that is 10
+    /// minutes or less (the default yields: a `max_lifetime` of 4 minutes
+    /// alone gives an idle timeout of 2 minutes, so idle connections still
+    /// retire before they age out). Set explicitly, it must be shorter than
+    /// `max_lifetime`: two explicit settings that contradict are a
+    /// [`ConfigError`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pool_api::PoolConfig;
+    ///
+    /// let min = Duration::from_secs(60);
+    /// let config = PoolConfig::builder().max_lifetime(4 * min).build()?;
+    /// assert_eq!(config.idle_timeout(), Some(2 * min));
+    ///
+    /// let err = PoolConfig::builder()
+    ///     .idle_timeout(5 * min)
+    ///     .max_lifetime(4 * min)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "idle_timeout");
+    /// # Ok::<(), pool_api::ConfigError>(())
+    /// ```
     pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.config.idle_timeout = timeout.into();
+        self.idle_timeout_set = true;
         self
     }
 
@@ -316,6 +352,10 @@ impl PoolConfigBuilder {
     /// [`max_lifetime_jitter`](Self::max_lifetime_jitter)); an in-use one is
     /// retired when it comes back. `None` keeps them forever. Defaults to 30
     /// minutes; set it a little below the server's or proxy's own limit.
+    ///
+    /// A lifetime of 10 minutes or less, with `idle_timeout` left at its
+    /// default, halves the idle timeout instead of being rejected (see
+    /// [`idle_timeout`](Self::idle_timeout)).
     pub fn max_lifetime(mut self, lifetime: impl Into<Option<Duration>>) -> Self {
         self.config.max_lifetime = lifetime.into();
         self
@@ -388,6 +428,16 @@ impl PoolConfigBuilder {
         self
     }
 
+    /// Which names the pool's series are exported under (pool-core's
+    /// `metrics` feature): [`MetricNames::Hikari`] (`pool_connections_*`,
+    /// labelled `pool`) or [`MetricNames::OpenTelemetry`]
+    /// (`db.client.connection.*`, labelled `db.client.connection.pool.name`).
+    /// Defaults to [`MetricNames::Hikari`].
+    pub fn metric_names(mut self, names: MetricNames) -> Self {
+        self.config.metric_names = names;
+        self
+    }
+
     /// Checks the settings and returns the config.
     ///
     /// # Errors
@@ -397,11 +447,26 @@ impl PoolConfigBuilder {
     /// `max_concurrent_connects` 0; a zero `acquire_timeout`,
     /// `connect_timeout`, `validation_timeout` or `housekeeping_period`; a
     /// `Some(ZERO)` idle timeout, lifetime, leak threshold or keepalive; a
-    /// jitter outside 0.0..=0.5; `idle_timeout >= max_lifetime`;
-    /// `keepalive_interval >= max_lifetime`.
-    pub fn build(self) -> Result<PoolConfig, ConfigError> {
+    /// jitter outside 0.0..=0.5; an explicit `idle_timeout >=
+    /// max_lifetime` (a default idle timeout is clamped instead, see
+    /// [`idle_timeout`](Self::idle_timeout)); `keepalive_interval >=
+    /// max_lifetime`.
+    pub fn build(mut self) -> Result<PoolConfig, ConfigError> {
+        if !self.idle_timeout_set {
+            self.config.idle_timeout =
+                clamped_idle_timeout(self.config.idle_timeout, self.config.max_lifetime);
+        }
         self.config.validate()?;
         Ok(self.config)
+    }
+}
+
+/// The default idle timeout, or half of `max_lifetime` when the default is
+/// not shorter than it; `None` for a lifetime too short to halve.
+fn clamped_idle_timeout(idle: Option<Duration>, life: Option<Duration>) -> Option<Duration> {
+    match (idle, life) {
+        (Some(idle), Some(life)) if idle >= life => Some(life / 2).filter(|d| !d.is_zero()),
+        _ => idle,
     }
 }
 
@@ -435,6 +500,12 @@ mod tests {
         assert_eq!(config.housekeeping_period(), Duration::from_secs(30));
         assert_eq!(config.max_concurrent_connects(), 2);
         assert_eq!(config.max_lifetime_jitter(), 0.05);
+        assert_eq!(config.metric_names(), MetricNames::Hikari);
+        let otel = PoolConfig::builder()
+            .metric_names(MetricNames::OpenTelemetry)
+            .build()
+            .unwrap();
+        assert_eq!(otel.metric_names(), MetricNames::OpenTelemetry);
     }
 
     #[test]
@@ -503,6 +574,67 @@ mod tests {
             .acquire_timeout(Duration::MAX)
             .build();
         assert!(config.is_ok(), "{config:?}");
+    }
+
+    #[test]
+    fn a_short_lifetime_clamps_the_default_idle_timeout() {
+        let min = Duration::from_secs(60);
+        let with_life = |life: Duration| PoolConfig::builder().max_lifetime(life).build();
+        assert_eq!(with_life(4 * min).unwrap().idle_timeout(), Some(2 * min));
+        assert_eq!(with_life(10 * min).unwrap().idle_timeout(), Some(5 * min));
+        // Longer than the default: the default stands.
+        let config = with_life(10 * min + Duration::from_secs(1)).unwrap();
+        assert_eq!(config.idle_timeout(), Some(10 * min));
+        assert_eq!(
+            with_life(Duration::from_nanos(3)).unwrap().idle_timeout(),
+            Some(Duration::from_nanos(1))
+        );
+        // Too short to halve: no idle timeout, the lifetime retires them.
+        let tiny = with_life(Duration::from_nanos(1)).unwrap();
+        assert_eq!(tiny.idle_timeout(), None);
+        assert_eq!(tiny.max_lifetime(), Some(Duration::from_nanos(1)));
+        // Whatever order the setters come in.
+        let config = PoolConfig::builder()
+            .max_lifetime(min)
+            .name("short")
+            .build()
+            .unwrap();
+        assert_eq!(config.idle_timeout(), Some(min / 2));
+    }
+
+    #[test]
+    fn only_explicit_contradictions_are_rejected() {
+        let min = Duration::from_secs(60);
+        let b = PoolConfig::builder;
+        // An explicit idle timeout equal to the default is still explicit.
+        let err = b()
+            .idle_timeout(10 * min)
+            .max_lifetime(4 * min)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.field(), "idle_timeout");
+        assert_eq!(
+            err.to_string(),
+            "invalid pool config: `idle_timeout` must be shorter than max_lifetime"
+        );
+        assert_eq!(
+            field_of(b().max_lifetime(4 * min).idle_timeout(4 * min)),
+            "idle_timeout"
+        );
+        // Explicit and compatible, or turned off: kept as given.
+        let config = b().idle_timeout(3 * min).max_lifetime(4 * min).build();
+        assert_eq!(config.unwrap().idle_timeout(), Some(3 * min));
+        let config = b().idle_timeout(None).max_lifetime(min).build().unwrap();
+        assert_eq!(config.idle_timeout(), None);
+        // No lifetime: nothing to clamp against.
+        let config = b().max_lifetime(None).build().unwrap();
+        assert_eq!(config.idle_timeout(), Some(10 * min));
+        // A clamped default is checked like any value: keepalive still
+        // has to be shorter than the lifetime.
+        assert_eq!(
+            field_of(b().max_lifetime(min).keepalive_interval(min)),
+            "keepalive_interval"
+        );
     }
 
     #[test]

@@ -84,6 +84,27 @@ impl fmt::Display for ConnectTimedOut {
 impl Error for ConnectTimedOut {}
 
 /// What acquiring a connection can fail with.
+///
+/// Display says what the pool was doing when it failed and, where there is
+/// one, the cause's own message, because most applications log `{e}` alone;
+/// [`source()`](Error::source) returns the cause as well. (A reporter that
+/// walks the `source()` chain therefore shows the cause twice.)
+///
+/// | variant | Display |
+/// |---|---|
+/// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use, 0 opening; 3 waiting); last error: connection refused` |
+/// | [`Closed`](Self::Closed) | `pool is closed` |
+/// | [`Backend`](Self::Backend) | `connect failed: connection refused` |
+///
+/// ```
+/// use std::error::Error;
+/// use pool_api::PoolError;
+///
+/// let err: PoolError<std::io::Error> =
+///     PoolError::Backend(std::io::Error::other("password authentication failed"));
+/// assert_eq!(err.to_string(), "connect failed: password authentication failed");
+/// assert_eq!(err.source().unwrap().to_string(), "password authentication failed");
+/// ```
 #[non_exhaustive]
 pub enum PoolError<E> {
     /// No connection could be had in time.
@@ -103,9 +124,17 @@ pub enum PoolError<E> {
         /// [`ConnectTimedOut`].
         last_error: Option<Arc<dyn Error + Send + Sync>>,
     },
-    /// The pool was closed.
+    /// The pool was closed (by `close()`) before or while the call waited.
+    ///
+    /// Display: `pool is closed`; there is no cause.
     Closed,
-    /// The backend failed (the first connect of `Pool::new`).
+    /// Opening a connection failed: the manager's `connect` or the
+    /// `after_connect` hook returned this error. `Pool::new` returns it when
+    /// its first connect fails, and `get()` when the database is known to be
+    /// down and nothing open could come back (fail fast).
+    ///
+    /// Display: `connect failed: ` and the error's own message; `source()`
+    /// returns the error.
     Backend(E),
 }
 
@@ -137,7 +166,7 @@ impl<E: fmt::Debug> fmt::Debug for PoolError<E> {
     }
 }
 
-impl<E> fmt::Display for PoolError<E> {
+impl<E: fmt::Display> fmt::Display for PoolError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PoolError::Timeout {
@@ -146,6 +175,7 @@ impl<E> fmt::Display for PoolError<E> {
                 state,
                 last_error,
             } => {
+                let waited = rounded(*waited);
                 write!(f, "timed out after {waited:?} {phase} ({state})")?;
                 if let Some(e) = last_error {
                     write!(f, "; last error: {e}")?;
@@ -153,9 +183,22 @@ impl<E> fmt::Display for PoolError<E> {
                 Ok(())
             }
             PoolError::Closed => f.write_str("pool is closed"),
-            PoolError::Backend(_) => f.write_str("backend error"),
+            PoolError::Backend(e) => write!(f, "connect failed: {e}"),
         }
     }
+}
+
+/// A wait as a person reads it: whole milliseconds from a millisecond up
+/// (`2.001s`, not `2.000981234s`), whole microseconds below.
+fn rounded(d: Duration) -> Duration {
+    let unit = if d >= Duration::from_millis(1) {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_micros(1)
+    };
+    let unit_nanos = unit.as_nanos();
+    let units = (d.as_nanos() + unit_nanos / 2) / unit_nanos;
+    u32::try_from(units).map_or(d, |n| unit * n)
 }
 
 impl<E: Error + 'static> Error for PoolError<E> {
@@ -193,12 +236,101 @@ mod tests {
     }
 
     #[test]
-    fn backend_hands_cause_to_source_without_repeating_it() {
-        let err: PoolError<io::Error> = PoolError::Backend(io::Error::other("boom"));
-        assert_eq!(err.to_string(), "backend error");
-        assert_eq!(err.source().unwrap().to_string(), "boom");
+    fn timeout_in_each_phase_says_what_ran_out_of_time() {
+        let cases = [
+            (TimeoutPhase::Wait, "waiting for a connection"),
+            (TimeoutPhase::Connect, "opening a connection"),
+            (TimeoutPhase::Validation, "validating a connection"),
+        ];
+        for (phase, words) in cases {
+            let err: PoolError<io::Error> = PoolError::Timeout {
+                waited: Duration::from_secs(5),
+                phase,
+                state: PoolState::new(1, 2, 1, 0, 4),
+                last_error: None,
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "timed out after 5s {words} \
+                     (4 of 4 open: 1 idle, 2 in use, 1 opening; 0 waiting)"
+                )
+            );
+            assert!(err.source().is_none());
+        }
+    }
+
+    #[test]
+    fn timeout_names_a_connect_that_timed_out() {
+        let err: PoolError<io::Error> = PoolError::Timeout {
+            waited: Duration::from_millis(10_000),
+            phase: TimeoutPhase::Connect,
+            state: PoolState::new(0, 0, 0, 1, 2),
+            last_error: Some(Arc::new(ConnectTimedOut(Duration::from_secs(10)))),
+        };
+        assert!(
+            err.to_string()
+                .ends_with("; last error: connect did not finish within 10s"),
+            "{err}"
+        );
+        let source = err.source().unwrap();
+        assert_eq!(
+            source.downcast_ref::<ConnectTimedOut>(),
+            Some(&ConnectTimedOut(Duration::from_secs(10)))
+        );
+    }
+
+    #[test]
+    fn timeout_rounds_the_wait_for_people() {
+        let wait = |waited| {
+            PoolError::<io::Error>::Timeout {
+                waited,
+                phase: TimeoutPhase::Wait,
+                state: PoolState::default(),
+                last_error: None,
+            }
+            .to_string()
+        };
+        assert!(wait(Duration::from_nanos(2_000_981_234)).starts_with("timed out after 2.001s "));
+        assert!(wait(Duration::from_nanos(30_000_400_000)).starts_with("timed out after 30s "));
+        assert!(wait(Duration::from_nanos(41_600)).starts_with("timed out after 42µs "));
+        let max = format!("timed out after {:?} ", Duration::MAX);
+        assert!(wait(Duration::MAX).starts_with(&max));
+    }
+
+    #[test]
+    fn backend_is_a_connect_failure_with_its_cause() {
+        let err: PoolError<io::Error> = PoolError::Backend(io::Error::other("connection refused"));
+        assert_eq!(err.to_string(), "connect failed: connection refused");
+        let source = err.source().unwrap();
+        assert_eq!(source.to_string(), "connection refused");
+        assert!(source.downcast_ref::<io::Error>().is_some());
+        assert!(!err.is_timeout());
+    }
+
+    #[test]
+    fn closed_has_no_cause() {
         let closed: PoolError<io::Error> = PoolError::Closed;
         assert_eq!(closed.to_string(), "pool is closed");
         assert!(closed.source().is_none());
+        assert!(!closed.is_timeout());
+    }
+
+    #[test]
+    fn display_text_is_lowercase() {
+        let errors: [PoolError<io::Error>; 3] = [
+            PoolError::Closed,
+            PoolError::Backend(io::Error::other("x")),
+            PoolError::Timeout {
+                waited: Duration::ZERO,
+                phase: TimeoutPhase::Wait,
+                state: PoolState::default(),
+                last_error: None,
+            },
+        ];
+        for err in errors {
+            let text = err.to_string();
+            assert!(text.starts_with(|c: char| c.is_lowercase()), "{text}");
+        }
     }
 }

@@ -28,9 +28,28 @@ impl ConnectionInfo {
 /// Application code run on every new connection, at checkout and at return.
 ///
 /// Every method has a do-nothing default; implement the ones you need and
-/// pass the hooks when building the pool. A pool built without hooks pays
-/// nothing for them. The checkout and return hooks are bounded by
-/// `validation_timeout`, `after_connect` by `connect_timeout`.
+/// pass the hooks when building the pool. The checkout and return hooks are
+/// bounded by `validation_timeout`, `after_connect` by `connect_timeout`.
+///
+/// # What each phase costs
+///
+/// A pool built without hooks pays nothing for them, and each hook costs
+/// only in its own phase, once the pool knows which ones you use:
+///
+/// * `after_connect` runs inside each connect: checkouts and returns do not
+///   see it.
+/// * `before_acquire` is async, so while it is in use every checkout takes
+///   the async path (a boxed future per checkout) instead of the
+///   synchronous pop-and-go.
+/// * `after_release` is async, so while it is in use every return goes
+///   through a spawned task instead of being delivered inline.
+///
+/// Rust cannot tell whether a default method was overridden, so the pool
+/// asks: [`uses_before_acquire`](Self::uses_before_acquire) and
+/// [`uses_after_release`](Self::uses_after_release) say `true` unless you
+/// say otherwise. Hooks that only set up new connections should return
+/// `false` from both, as below; a hook the pool was told is unused is never
+/// called.
 ///
 /// ```
 /// use pool_api::{async_trait, ConnectionInfo, Hooks, ManageConnection};
@@ -49,6 +68,15 @@ impl ConnectionInfo {
 ///     async fn after_connect(&self, conn: &mut Vec<String>) -> Result<(), std::io::Error> {
 ///         conn.push("SET search_path = app".into());
 ///         Ok(())
+///     }
+///
+///     // Only `after_connect`: checkouts and returns stay on the fast path.
+///     fn uses_before_acquire(&self) -> bool {
+///         false
+///     }
+///
+///     fn uses_after_release(&self) -> bool {
+///         false
 ///     }
 /// }
 /// ```
@@ -82,10 +110,35 @@ pub trait Hooks<M: ManageConnection>: Send + Sync + 'static {
     ) -> Result<bool, M::Error> {
         Ok(true)
     }
+
+    /// Whether [`before_acquire`](Self::before_acquire) does anything. The
+    /// pool asks once, when it is built; `false` keeps every checkout on
+    /// the synchronous fast path and the hook is never called. Defaults to
+    /// `true` (the pool cannot see whether you implemented the hook).
+    fn uses_before_acquire(&self) -> bool {
+        true
+    }
+
+    /// Whether [`after_release`](Self::after_release) does anything. The
+    /// pool asks once, when it is built; `false` delivers clean returns
+    /// inline (no task) and the hook is never called. Defaults to `true`.
+    fn uses_after_release(&self) -> bool {
+        true
+    }
 }
 
-/// Hooks that do nothing; what `Pool::new` uses.
+/// Hooks that do nothing, in any phase: a pool given `NoHooks` behaves and
+/// costs exactly as one built without hooks (`Pool::new`). Useful where a
+/// type needs some `Hooks`, say a generic wrapper's default.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoHooks;
 
-impl<M: ManageConnection> Hooks<M> for NoHooks {}
+impl<M: ManageConnection> Hooks<M> for NoHooks {
+    fn uses_before_acquire(&self) -> bool {
+        false
+    }
+
+    fn uses_after_release(&self) -> bool {
+        false
+    }
+}

@@ -3,8 +3,9 @@
 //! This crate holds what a connection manager or an application needs to
 //! *describe* a pool: the [`ManageConnection`] trait a backend implements, the
 //! optional [`Hooks`] an application runs around connections, the validated
-//! [`PoolConfig`] and its builder, the [`PoolMetrics`] snapshot, and the error
-//! types. It depends on nothing but `async-trait`: no tokio, no sqlx.
+//! [`PoolConfig`] and its builder, the [`PoolMetrics`] snapshot and the
+//! export's [`MetricNames`], and the error types. It depends on nothing but
+//! `async-trait`: no tokio, no sqlx.
 //!
 //! The pool itself lives in `pool-core`, which re-exports everything here, so
 //! an application depends on `pool-core` alone.
@@ -23,4 +24,4 @@ pub use config::{ConfigError, PoolConfig, PoolConfigBuilder, ValidationMode, MAX
 pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};
 pub use manager::ManageConnection;
-pub use metrics::{Evictions, PoolMetrics};
+pub use metrics::{Evictions, MetricNames, PoolMetrics};

@@ -2,6 +2,41 @@
 
 use std::time::Duration;
 
+/// Which names the pool exports its series under, through the `metrics`
+/// crate facade (pool-core's `metrics` feature).
+///
+/// ```
+/// use pool_api::{MetricNames, PoolConfig};
+///
+/// let config = PoolConfig::builder()
+///     .name("orders")
+///     .metric_names(MetricNames::OpenTelemetry)
+///     .build()?;
+/// assert_eq!(config.metric_names(), MetricNames::OpenTelemetry);
+/// # Ok::<(), pool_api::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MetricNames {
+    /// HikariCP's names with a `pool_` prefix (`pool_connections_idle`,
+    /// `pool_connections_acquire_seconds`, ...), labelled `pool`; every
+    /// figure of [`PoolMetrics`] has a series. The default.
+    #[default]
+    Hikari,
+    /// The OpenTelemetry semantic conventions for database client connection
+    /// pools: `db.client.connection.count` (labelled
+    /// `db.client.connection.state` = `idle` | `used`),
+    /// `db.client.connection.idle.max`, `db.client.connection.idle.min`,
+    /// `db.client.connection.max`, `db.client.connection.pending_requests`,
+    /// `db.client.connection.timeouts`, and the histograms
+    /// `db.client.connection.create_time`, `db.client.connection.wait_time`
+    /// and `db.client.connection.use_time` in seconds; every series
+    /// labelled `db.client.connection.pool.name`. Figures the conventions
+    /// have no name for (evictions by reason, leaks, failed connects) are
+    /// only in the [`PoolMetrics`] snapshot under this scheme.
+    OpenTelemetry,
+}
+
 /// Connections closed by the pool, by reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -5,22 +5,21 @@
 //! queue as a waiter (see `waiters.rs`), ask for connections, and wait for a
 //! handoff until the deadline.
 
+use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pool_api::{ConnectionInfo, ManageConnection, PoolError, TimeoutPhase, ValidationMode};
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::connection::{OnDrop, PooledConnection};
+use crate::connection::PooledConnection;
+use crate::floating::Floating;
 use crate::index_stack::Popped;
-use crate::index_stack::{IndexStack, Links};
 use crate::shared::Shared;
-use crate::slots::Handoff;
+use crate::slots::{Entry, Handoff};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
-use std::pin::pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// What the synchronous fast path found.
 enum Fast<M: ManageConnection> {
@@ -44,41 +43,42 @@ enum Refused {
 /// and passes on a connection it was handed but left without.
 impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Shared<M>> {
     fn queue(&self) -> &WaiterQueue<Handoff<M::Connection>> {
-        &self.waiters
+        self.waiters()
     }
 
-    fn idle(&self) -> (&IndexStack, &Links) {
-        (&self.idle, &self.slots.links)
+    fn mark_waiting(&self) -> Result<(), Handed<Handoff<M::Connection>>> {
+        match self.slots().mark_waiting() {
+            Ok(()) => Ok(()),
+            Err(Popped::Node(h)) => Err(Handed::Value(h)),
+            Err(_) => Err(Handed::Closed),
+        }
+    }
+
+    fn clear_waiting(&self) {
+        self.slots().clear_waiting();
     }
 
     fn queued(&self, rearm: bool) {
         if rearm {
-            self.rearm_sweeper();
+            self.sweeper().rearm(self);
         }
         self.request_connections();
     }
 
     fn orphaned(&self, h: Handoff<M::Connection>) {
-        self.deliver(h.index, h.entry);
+        self.deliver(h);
     }
 }
 
 impl<M: ManageConnection> Shared<M> {
-    /// Pops an idle connection, counting it in use.
+    /// Pops an idle connection, counted in use.
+    #[inline]
     fn pop_idle(&self) -> Result<Option<Handoff<M::Connection>>, PoolError<M::Error>> {
-        match self.idle.pop(&self.slots.links) {
-            Popped::Node(index) => Ok(Some(self.take_popped(index))),
+        match self.slots().pop_idle() {
+            Popped::Node(h) => Ok(Some(h)),
             Popped::Empty | Popped::Waiters => Ok(None),
             Popped::Closed => Err(PoolError::Closed),
         }
-    }
-
-    fn take_popped(&self, index: u16) -> Handoff<M::Connection> {
-        // SAFETY: the pop (or registration) that produced `index` made us its
-        // owner.
-        let entry = unsafe { self.slots.take(index) };
-        self.slots.get(index).set(crate::slots::State::InUse);
-        Handoff { index, entry }
     }
 
     /// Waits for a handoff until `deadline`.
@@ -93,7 +93,6 @@ impl<M: ManageConnection> Shared<M> {
         let mut waiter = pin!(Waiter::new(self, deadline));
         match waiter.as_mut().await {
             Handed::Value(h) => Ok(h),
-            Handed::Node(index) => Ok(self.take_popped(index)),
             Handed::Closed => Err(PoolError::Closed),
             // Built before the waiter is dropped, so the counts still
             // include this caller.
@@ -116,7 +115,7 @@ impl<M: ManageConnection> Shared<M> {
         // otherwise loop on its hot connection and starve the tasks queued
         // behind it on the same worker. Yields only once the budget is spent.
         tokio::task::consume_budget().await;
-        let now = self.clock.now();
+        let now = self.clock().now();
         let popped = match self.checkout_now(now)? {
             Fast::Ready(conn) => return Ok(conn),
             Fast::Check(h) => Some(h),
@@ -134,38 +133,38 @@ impl<M: ManageConnection> Shared<M> {
                 return Ok(Fast::Empty);
             };
             if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h.index, h.entry, reason);
+                self.evict(h, reason);
                 continue;
             }
             if self.needs_check(&h.entry, now) {
                 return Ok(Fast::Check(h));
             }
-            self.slots.get(h.index).count_checkout();
-            return Ok(Fast::Ready(self.hand_out(h.index, h.entry, now)));
+            self.slots().slot(&h).count_checkout();
+            return Ok(Fast::Ready(self.hand_out(h, now)));
         }
     }
 
     /// Whether a connection must be validated or shown to the
     /// `before_acquire` hook before it is handed out.
     #[inline]
-    fn needs_check(&self, entry: &crate::slots::Entry<M::Connection>, now: Stamp) -> bool {
-        self.hooks.is_some()
-            || (self.config.validation_mode() == ValidationMode::IsValid
-                && entry.idle_for(now) >= self.config.validation_bypass())
+    fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
+        self.has_checkout_hook() || self.validation_due(entry, now)
+    }
+
+    /// Whether `is_valid` must run before `entry` is handed out.
+    #[inline]
+    fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
+        self.config().validation_mode() == ValidationMode::IsValid
+            && entry.idle_for(now) >= self.config().validation_bypass()
     }
 
     /// Makes the guard of a connection that passed its checks.
     #[inline]
-    fn hand_out(
-        self: &Arc<Self>,
-        index: u16,
-        entry: crate::slots::Entry<M::Connection>,
-        now: Stamp,
-    ) -> PooledConnection<M> {
-        if self.config.leak_detection_threshold().is_some() {
-            self.slots.get(index).leak.taken(now);
+    fn hand_out(self: &Arc<Self>, h: Handoff<M::Connection>, now: Stamp) -> PooledConnection<M> {
+        if self.config().leak_detection_threshold().is_some() {
+            self.slots().slot(&h).leak.taken(now);
         }
-        PooledConnection::new(self.clone(), index, entry, now, OnDrop::Return)
+        PooledConnection::new(self.clone(), h, now)
     }
 
     async fn acquire_slow(
@@ -186,14 +185,14 @@ impl<M: ManageConnection> Shared<M> {
                 // stack word once more.
                 None => {
                     let h = self.wait_for(start, deadline).await?;
-                    now = self.clock.now();
+                    now = self.clock().now();
                     h
                 }
             };
             match self.checkout(handoff, start, now, deadline).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => {
-                    now = self.clock.now();
+                    now = self.clock().now();
                     popped = self.pop_idle()?;
                 }
                 Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
@@ -204,53 +203,45 @@ impl<M: ManageConnection> Shared<M> {
     /// Checks a connection about to be handed out on the slow path.
     async fn checkout(
         self: &Arc<Self>,
-        handoff: Handoff<M::Connection>,
+        h: Handoff<M::Connection>,
         start: Stamp,
         now: Stamp,
         deadline: Option<Stamp>,
     ) -> Result<PooledConnection<M>, Refused> {
-        let Handoff { index, entry } = handoff;
-        if let Some(reason) = self.expired(&entry, now) {
-            self.evict(index, entry, reason);
+        if let Some(reason) = self.expired(&h.entry, now) {
+            self.evict(h, reason);
             return Err(Refused::Retry);
         }
-        let mut now = now;
-        if self.needs_check(&entry, now) {
-            let created_at = entry.created_at;
-            let idle_for = entry.idle_for(now);
-            let validate = self.config.validation_mode() == ValidationMode::IsValid
-                && idle_for >= self.config.validation_bypass();
-            // Until checked, dropping the guard (a cancelled `get()`) closes
-            // the connection: it may be mid-ping.
-            let mut conn = PooledConnection::new(
-                self.clone(),
-                index,
-                entry,
-                now,
-                OnDrop::Close(Reason::Validation),
-            );
-            // The checks run on tokio timers: the limit is a tokio instant.
-            let allowed = match deadline {
-                Some(d) => self.config.validation_timeout().min(d.since(now)),
-                None => self.config.validation_timeout(),
-            };
-            let limit = Instant::now().checked_add(allowed);
-            let checked = self
-                .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
-                .await;
-            self.count_check(created_at, checked.is_ok());
-            checked?;
-            now = self.clock.now();
-            let (index, entry) = (conn.index, conn.take_entry());
-            return Ok(self.handed_out_after_wait(index, entry, start, now));
+        if !self.needs_check(&h.entry, now) {
+            return Ok(self.handed_out_after_wait(h, start, now));
         }
-        Ok(self.handed_out_after_wait(index, entry, start, now))
+        let created_at = h.entry.created_at;
+        let idle_for = h.entry.idle_for(now);
+        let validate = self.validation_due(&h.entry, now);
+        // In flight until checked: dropping it (a cancelled `get()`) closes
+        // the connection, which may be mid-ping.
+        let mut conn = Floating::new(self.clone(), h, Reason::Validation);
+        // The checks run on tokio timers: the limit is a tokio instant.
+        let allowed = match deadline {
+            Some(d) => self.config().validation_timeout().min(d.since(now)),
+            None => self.config().validation_timeout(),
+        };
+        let limit = Instant::now().checked_add(allowed);
+        let checked = self
+            .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
+            .await;
+        self.connector()
+            .count_check(self.clock(), created_at, checked.is_ok());
+        checked?;
+        let now = self.clock().now();
+        Ok(self.handed_out_after_wait(conn.land(), start, now))
     }
 
-    /// Validation (when due) and the `before_acquire` hook, within `limit`.
+    /// Validation (when due) and the `before_acquire` hook, within `limit`;
+    /// a refusal drops `conn`, which closes it.
     async fn run_checks(
         &self,
-        conn: &mut PooledConnection<M>,
+        conn: &mut Floating<M>,
         validate: bool,
         idle_for: Duration,
         now: Stamp,
@@ -258,13 +249,13 @@ impl<M: ManageConnection> Shared<M> {
         deadline: Option<Stamp>,
     ) -> Result<(), Refused> {
         if validate {
-            let checked = run_until(limit, self.manager.is_valid(conn)).await;
+            let checked = run_until(limit, self.manager().is_valid(conn.conn_mut())).await;
             self.judge(checked, deadline, "validation")?;
         }
-        if let Some(hooks) = &self.hooks {
-            conn.on_drop = OnDrop::Close(Reason::Hook);
+        if let Some(hooks) = self.checkout_hook() {
+            conn.closes_as(Reason::Hook);
             let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
-            let checked = run_until(limit, hooks.before_acquire(conn, info)).await;
+            let checked = run_until(limit, hooks.before_acquire(conn.conn_mut(), info)).await;
             match checked {
                 Some(Ok(true)) => {}
                 Some(Ok(false)) => return Err(Refused::Retry),
@@ -277,40 +268,16 @@ impl<M: ManageConnection> Shared<M> {
         Ok(())
     }
 
-    /// Keeps the count of rejections in a row that replacing did not cure,
-    /// which connectors back off by (see `connector.rs`): a rejected
-    /// connection opened after the previous rejection counts; older ones
-    /// (stale after a server restart, say) do not, so replacing them starts
-    /// at once.
-    fn count_check(&self, created_at: Stamp, passed: bool) {
-        let streak = &self.rejected_in_a_row;
-        // Relaxed throughout: a back-off hint, ordered with nothing else.
-        if passed {
-            if streak.load(Ordering::Relaxed) != 0 {
-                streak.store(0, Ordering::Relaxed);
-            }
-            return;
-        }
-        let now = self.clock.now();
-        let previous = Stamp::from_nanos(self.rejected_at.swap(now.nanos(), Ordering::Relaxed));
-        if created_at >= previous {
-            let _ = streak.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                Some(n.saturating_add(1))
-            });
-        }
-    }
-
     /// Records the wait of a slow-path checkout and makes its guard.
     fn handed_out_after_wait(
         self: &Arc<Self>,
-        index: u16,
-        entry: crate::slots::Entry<M::Connection>,
+        h: Handoff<M::Connection>,
         start: Stamp,
         now: Stamp,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
-        self.stats.acquire_wait.local().record(waited);
-        self.hand_out(index, entry, now)
+        self.stats().acquire_wait.local().record(waited);
+        self.hand_out(h, now)
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -324,13 +291,13 @@ impl<M: ManageConnection> Shared<M> {
         match checked {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
-                tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
+                tracing::debug!(pool = self.config().name(), error = %e, "{what} failed; closing connection");
                 self.set_last_error(std::sync::Arc::new(e));
                 Err(Refused::Retry)
             }
             None => {
                 self.set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                if deadline.is_some_and(|d| self.clock.now() >= d) {
+                if deadline.is_some_and(|d| self.clock().now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {
                     Err(Refused::Retry)
@@ -341,15 +308,15 @@ impl<M: ManageConnection> Shared<M> {
 
     /// An idle connection now, or `None`; never waits, never connects.
     pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
-        let now = self.clock.now();
+        let now = self.clock().now();
         loop {
-            let Handoff { index, entry } = self.pop_idle().ok()??;
-            if let Some(reason) = self.expired(&entry, now) {
-                self.evict(index, entry, reason);
+            let h = self.pop_idle().ok()??;
+            if let Some(reason) = self.expired(&h.entry, now) {
+                self.evict(h, reason);
                 continue;
             }
-            self.slots.get(index).count_checkout();
-            return Some(self.hand_out(index, entry, now));
+            self.slots().slot(&h).count_checkout();
+            return Some(self.hand_out(h, now));
         }
     }
 }

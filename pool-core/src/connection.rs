@@ -1,25 +1,35 @@
-//! The guard a caller holds while using a connection.
+//! The guard a caller holds while using a connection, and the return path
+//! its drop starts.
+//!
+//! [`PooledConnection`] derefs to the connection; dropping it calls
+//! [`Shared::checkin`], in order: leak bookkeeping; `has_broken` closes (a
+//! panic in it or in `needs_reset` closes too, so the slot is never lost);
+//! an expired or soft-evicted connection is closed; a dirty one
+//! (`needs_reset`), or any when an `after_release` hook runs, is reset in a
+//! spawned task, in flight (`floating.rs`), before it is delivered; a clean
+//! one is delivered inline.
+//!
+//! [`Shared::deliver`] puts a connection back in service, whether it was
+//! returned, reset, pinged or newly opened: to the longest waiter while
+//! callers wait (`WaiterQueue::offer` in `waiters.rs`, which wakes it),
+//! else onto the idle stack. No lock, no allocation, no task unless someone
+//! waits.
 
+use std::any::Any;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool_api::{ConnectionInfo, ManageConnection};
 
 use crate::clock::Stamp;
+use crate::floating::Floating;
+use crate::index_stack::PushRefused;
 use crate::shared::Shared;
-use crate::slots::Entry;
+use crate::slots::{Handoff, State};
 use crate::stats::Reason;
-use pool_api::ManageConnection;
-use std::sync::Arc;
-
-/// What dropping the guard does with the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnDrop {
-    /// Give it back to the pool (checked, reset if dirty).
-    Return,
-    /// The caller discarded it: end the checkout and close it.
-    Discard,
-    /// Close it: dropped while the pool was still checking or resetting it,
-    /// outside any checkout.
-    Close(Reason),
-}
 
 /// A connection checked out of a [`Pool`](crate::Pool).
 ///
@@ -33,12 +43,13 @@ pub(crate) enum OnDrop {
 /// A panic while holding the guard drops it as usual: the slot is never
 /// lost.
 pub struct PooledConnection<M: ManageConnection> {
-    pub(crate) shared: Arc<Shared<M>>,
-    pub(crate) index: u16,
-    /// `Some` until the guard gives the connection away.
-    entry: Option<Entry<M::Connection>>,
-    pub(crate) checked_out_at: Stamp,
-    pub(crate) on_drop: OnDrop,
+    shared: Arc<Shared<M>>,
+    /// The connection and its slot. Taken only by `drop` or `detach`, each
+    /// of which ends the guard.
+    handoff: ManuallyDrop<Handoff<M::Connection>>,
+    checked_out_at: Stamp,
+    /// Set by `discard`: close instead of returning.
+    discard: bool,
 }
 
 impl<M: ManageConnection> std::fmt::Debug for PooledConnection<M>
@@ -47,69 +58,45 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PooledConnection")
-            .field("pool", &self.shared.config.name())
-            .field("slot", &self.index)
-            .field("conn", &self.entry.as_ref().map(|e| &e.conn))
+            .field("pool", &self.shared.config().name())
+            .field("slot", &self.handoff.index())
+            .field("conn", &self.handoff.entry.conn)
             .finish()
     }
 }
 
 impl<M: ManageConnection> PooledConnection<M> {
-    pub(crate) fn new(
-        shared: Arc<Shared<M>>,
-        index: u16,
-        entry: Entry<M::Connection>,
-        now: Stamp,
-        on_drop: OnDrop,
-    ) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<M>>, h: Handoff<M::Connection>, now: Stamp) -> Self {
         Self {
             shared,
-            index,
-            entry: Some(entry),
+            handoff: ManuallyDrop::new(h),
             checked_out_at: now,
-            on_drop,
-        }
-    }
-
-    pub(crate) fn entry(&self) -> &Entry<M::Connection> {
-        match &self.entry {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
-        }
-    }
-
-    fn entry_mut(&mut self) -> &mut Entry<M::Connection> {
-        match &mut self.entry {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
-        }
-    }
-
-    /// Takes the entry out, leaving the guard inert; the caller now owns the
-    /// slot.
-    pub(crate) fn take_entry(&mut self) -> Entry<M::Connection> {
-        match self.entry.take() {
-            Some(e) => e,
-            None => unreachable!("a live guard always holds its connection"),
+            discard: false,
         }
     }
 
     /// Closes the connection instead of returning it; its slot is freed and
     /// a waiter, if any, gets a new connection.
     pub fn discard(mut self) {
-        self.on_drop = OnDrop::Discard;
+        self.discard = true;
     }
 
     /// Takes the connection out of the pool. Its slot is freed (a waiter, if
     /// any, gets a new connection) and the pool forgets it: closing it is
     /// now the caller's business.
-    pub fn detach(mut self) -> M::Connection {
-        let entry = self.take_entry();
-        self.shared.release_tracking(
-            self.index,
-            self.shared.clock.now().since(self.checked_out_at),
-        );
-        self.shared.forget(self.index);
+    pub fn detach(self) -> M::Connection {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `handoff` and `shared` are
+        // each taken once here and not used again.
+        let (h, shared) = unsafe {
+            (
+                ManuallyDrop::take(&mut this.handoff),
+                std::ptr::read(&this.shared),
+            )
+        };
+        shared.release_tracking(&h, shared.clock().now().since(this.checked_out_at));
+        let (slot, entry) = h.vacate();
+        shared.free_slot(slot);
         entry.conn
     }
 }
@@ -118,31 +105,183 @@ impl<M: ManageConnection> Deref for PooledConnection<M> {
     type Target = M::Connection;
 
     fn deref(&self) -> &M::Connection {
-        &self.entry().conn
+        &self.handoff.entry.conn
     }
 }
 
 impl<M: ManageConnection> DerefMut for PooledConnection<M> {
     fn deref_mut(&mut self) -> &mut M::Connection {
-        &mut self.entry_mut().conn
+        &mut self.handoff.entry.conn
     }
 }
 
 impl<M: ManageConnection> Drop for PooledConnection<M> {
     fn drop(&mut self) {
-        let Some(entry) = self.entry.take() else {
-            return;
-        };
-        match self.on_drop {
-            OnDrop::Return => self.shared.checkin(self.index, entry, self.checked_out_at),
-            OnDrop::Discard => {
-                self.shared.release_tracking(
-                    self.index,
-                    self.shared.clock.now().since(self.checked_out_at),
-                );
-                self.shared.evict(self.index, entry, Reason::Closed);
-            }
-            OnDrop::Close(reason) => self.shared.evict(self.index, entry, reason),
+        // SAFETY: `drop` runs once and nothing reads `handoff` after it.
+        let h = unsafe { ManuallyDrop::take(&mut self.handoff) };
+        if self.discard {
+            let held = self.shared.clock().now().since(self.checked_out_at);
+            self.shared.release_tracking(&h, held);
+            self.shared.evict(h, Reason::Closed);
+        } else {
+            self.shared.checkin(h, self.checked_out_at);
         }
     }
+}
+
+impl<M: ManageConnection> Shared<M> {
+    /// Ends the checkout bookkeeping of a connection held for `held`: the
+    /// hold time histogram and the leak state.
+    pub(crate) fn release_tracking(&self, h: &Handoff<M::Connection>, held: Duration) {
+        if self.config().leak_detection_threshold().is_some() {
+            if let Some(held) = self.slots().slot(h).leak.returned(held) {
+                tracing::info!(
+                    pool = self.config().name(),
+                    held_ms = held.as_millis() as u64,
+                    "previously reported leaked connection was returned"
+                );
+            }
+        }
+        #[cfg(feature = "metrics")]
+        self.stats().hold.local().record_bucket(held);
+    }
+
+    /// Takes back a connection from a dropped guard.
+    pub(crate) fn checkin(self: &Arc<Self>, mut h: Handoff<M::Connection>, checked_out_at: Stamp) {
+        let now = self.clock().now();
+        let held_for = now.since(checked_out_at);
+        self.release_tracking(&h, held_for);
+        let manager = self.manager();
+        let broken = match catch_unwind(AssertUnwindSafe(|| manager.has_broken(&mut h.entry.conn)))
+        {
+            Ok(broken) => broken,
+            Err(panic) => return self.manager_panicked(h, "has_broken", panic),
+        };
+        if broken {
+            return self.evict(h, Reason::Broken);
+        }
+        if let Some(reason) = self.expired(&h.entry, now) {
+            return self.evict(h, reason);
+        }
+        h.entry.last_used = now;
+        let dirty = match catch_unwind(AssertUnwindSafe(|| manager.needs_reset(&mut h.entry.conn)))
+        {
+            Ok(dirty) => dirty,
+            Err(panic) => return self.manager_panicked(h, "needs_reset", panic),
+        };
+        if !dirty && !self.has_return_hook() {
+            return self.deliver(h);
+        }
+        // Reset (or the hook) is async: run it in a task that holds the
+        // connection in flight, so a runtime shutting down mid-reset still
+        // frees the slot.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                pool = self.config().name(),
+                "connection needing a reset returned outside a tokio runtime; closing it"
+            );
+            return self.evict(h, Reason::ResetFailed);
+        };
+        let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
+        runtime.spawn(reset_then_deliver(conn, dirty, held_for));
+    }
+
+    /// Puts a connection the caller owns back in service: to the longest
+    /// waiter, else on top of the idle stack. Lock-free unless someone is
+    /// waiting.
+    pub(crate) fn deliver(self: &Arc<Self>, mut h: Handoff<M::Connection>) {
+        let slots = self.slots();
+        loop {
+            // Callers queued (the bit is only a hint here; `offer` decides
+            // under the queue's lock): hand the connection straight over,
+            // without parking it in the slot and taking it back.
+            if slots.has_waiters() {
+                // Marked in use before the waiter can see it; a returned
+                // connection already is, and its slot's line stays clean.
+                slots.slot(&h).mark(State::InUse);
+                match self.waiters().offer(|| slots.clear_waiting(), h) {
+                    Ok(()) => return,
+                    // The queue emptied meanwhile and the bit is cleared.
+                    Err(back) => h = back,
+                }
+            }
+            match slots.push_idle(h) {
+                Ok(()) => return,
+                Err((PushRefused::Closed, back)) => return self.evict(back, Reason::Closed),
+                // Refused for waiters that queued since the check: loop to
+                // hand it over.
+                Err((PushRefused::Waiters, back)) => h = back,
+            }
+        }
+    }
+
+    /// A manager check panicked on a returned connection: closes it (its
+    /// state is unknown) and frees its slot, then lets the panic go on,
+    /// unless the thread is already unwinding (the guard was dropped by a
+    /// panic in the caller's code), where a second panic would abort the
+    /// process: then it is only logged.
+    #[cold]
+    fn manager_panicked(
+        self: &Arc<Self>,
+        h: Handoff<M::Connection>,
+        what: &'static str,
+        panic: Box<dyn Any + Send>,
+    ) {
+        tracing::error!(
+            pool = self.config().name(),
+            "the manager's {what} panicked on a returned connection; closing it"
+        );
+        self.evict(h, Reason::Broken);
+        if !std::thread::panicking() {
+            resume_unwind(panic);
+        }
+    }
+}
+
+/// Resets a returned connection and runs the `after_release` hook, then
+/// delivers it; any failure drops `conn`, which closes it.
+async fn reset_then_deliver<M: ManageConnection>(
+    mut conn: Floating<M>,
+    dirty: bool,
+    held_for: Duration,
+) {
+    let shared = conn.shared().clone();
+    let limit = shared.config().validation_timeout();
+    let name = shared.config().name();
+    if dirty {
+        match tokio::time::timeout(limit, shared.manager().reset(conn.conn_mut())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
+                return; // `conn` closes it (ResetFailed)
+            }
+            Err(_) => {
+                tracing::warn!(pool = name, timeout = ?limit, "reset timed out; closing connection");
+                return;
+            }
+        }
+    }
+    if let Some(hooks) = shared.return_hook() {
+        let info = ConnectionInfo::new(
+            shared.clock().now().since(conn.entry().created_at),
+            held_for,
+        );
+        conn.closes_as(Reason::Hook);
+        match tokio::time::timeout(limit, hooks.after_release(conn.conn_mut(), info)).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "after_release hook failed; closing connection");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    pool = name,
+                    "after_release hook timed out; closing connection"
+                );
+                return;
+            }
+        }
+    }
+    shared.deliver(conn.land());
 }

@@ -25,17 +25,17 @@
 //! connections failing their check (the server restarted) count once:
 //! replacing them at once is what the caller wants.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
-use crate::clock::Stamp;
+use crate::clock::{Clock, Stamp};
+use crate::floating::Reservation;
 use crate::shared::{LastError, Shared};
 use crate::slots::Entry;
-use crate::stats::Stats;
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -48,12 +48,122 @@ fn backoff_after(n: u32) -> Duration {
         .min(MAX_BACKOFF)
 }
 
-/// Counts a connector out when it ends, however it ends.
-struct Running<'a>(&'a std::sync::atomic::AtomicU32);
+/// The connectors' state: how many run, and the checkout-rejection streak
+/// they back off by.
+///
+/// # The store-buffering protocol
+///
+/// A caller that queues increments the waiter count and then looks at
+/// `running` and the open count (in [`Shared::request_connections`]); a
+/// connector that stops decrements `running`, and a freed slot decrements
+/// the open count, and then look at the waiter count (the same function).
+/// Each side writes one count and reads the other's: without ordering,
+/// both could read the old value (a store buffer each) and the caller
+/// would wait for a connection nobody opens. `request_connections` starts
+/// with a SeqCst fence, after every such write and before every such read:
+/// of two fences one comes first in the single SeqCst order, and the side
+/// whose fence is second sees the other's write. (A fence, not SeqCst
+/// accesses: loom models SeqCst fences, not SeqCst accesses.) The loom
+/// models `loom_waiter_meets_leaving_connector` and
+/// `loom_reservation_dropped_while_waiter_queues` check both pairs.
+#[derive(Debug)]
+pub(crate) struct Connector {
+    /// Connector tasks running (bounded by `max_concurrent_connects`).
+    running: AtomicU32,
+    /// Checkout-check rejections in a row that replacing did not cure;
+    /// connectors back off while it is not zero. Relaxed: a hint.
+    rejected_in_a_row: AtomicU32,
+    /// When the last checkout check rejected a connection (stamp nanos).
+    /// Relaxed: as above.
+    rejected_at: AtomicU64,
+    /// Connectors the model tests would have spawned (no runtime there).
+    #[cfg(loom)]
+    started: AtomicU32,
+}
+
+impl Connector {
+    pub(crate) fn new() -> Self {
+        Self {
+            running: AtomicU32::new(0),
+            rejected_in_a_row: AtomicU32::new(0),
+            rejected_at: AtomicU64::new(0),
+            #[cfg(loom)]
+            started: AtomicU32::new(0),
+        }
+    }
+
+    /// Claims a connector place while fewer than `limit` run and fewer
+    /// than `demand()` connections are wanted; `true`: the caller starts a
+    /// connector holding it (see [`Connector::adopt`]).
+    pub(crate) fn claim(&self, limit: u32, demand: impl Fn() -> u32) -> bool {
+        loop {
+            // Relaxed: the read of the store-buffering protocol (see the
+            // type docs), ordered by the fence in `request_connections`.
+            let running = self.running.load(Ordering::Relaxed);
+            if running >= limit || running >= demand() {
+                return false;
+            }
+            // Relaxed: claims a place; the count is a bound, and the task
+            // that takes the place is ordered by its spawn.
+            if self
+                .running
+                .compare_exchange(running, running + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+
+    /// Takes over a place [`claim`](Self::claim) reserved; dropping the
+    /// result gives it back.
+    pub(crate) fn adopt(&self) -> Running<'_> {
+        Running(self)
+    }
+
+    /// Connectors the model tests would have spawned.
+    #[cfg(all(test, loom))]
+    pub(crate) fn started(&self) -> u32 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the count of rejections in a row that replacing did not cure,
+    /// which connectors back off by: a rejected connection opened after the
+    /// previous rejection counts; older ones (stale after a server restart,
+    /// say) do not, so replacing them starts at once.
+    pub(crate) fn count_check(&self, clock: &Clock, created_at: Stamp, passed: bool) {
+        let streak = &self.rejected_in_a_row;
+        // Relaxed throughout: a back-off hint, ordered with nothing else.
+        if passed {
+            if streak.load(Ordering::Relaxed) != 0 {
+                streak.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        let now = clock.now();
+        let previous = Stamp::from_nanos(self.rejected_at.swap(now.nanos(), Ordering::Relaxed));
+        if created_at >= previous {
+            let _ = streak.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(1))
+            });
+        }
+    }
+
+    /// The rejection streak now.
+    fn rejected_in_a_row(&self) -> u32 {
+        self.rejected_in_a_row.load(Ordering::Relaxed)
+    }
+}
+
+/// A connector's place, counted out when it ends, however it ends.
+pub(crate) struct Running<'a>(&'a Connector);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        // Relaxed: the connector's write in the store-buffering protocol
+        // (see `Connector`), ordered by the fence that
+        // `Shared::connector_done` reaches next in `request_connections`.
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -76,50 +186,69 @@ impl<M: ManageConnection> Shared<M> {
     /// Connections wanted now: one per waiter, plus the shortfall below
     /// `min_size` while the pool has handles.
     pub(crate) fn demand(&self) -> u32 {
-        let waiting = self.waiters.waiting();
-        if self.handles.load(Ordering::Relaxed) == 0 {
+        let waiting = self.waiters().waiting();
+        if !self.has_handles() {
             return waiting;
         }
-        let total = self.open_count();
-        waiting + self.config.min_size().saturating_sub(total)
+        let total = self.slots().open();
+        waiting + self.config().min_size().saturating_sub(total)
     }
 
     /// Spawns connectors for the current demand, within the bounds.
     pub(crate) fn request_connections(self: &Arc<Self>) {
-        let limit = self.config.max_concurrent_connects();
+        // SeqCst: the store-buffering protocol (see `Connector`). Pairs
+        // with this same fence in the other side's call: a queued waiter's
+        // (after its `waiting` increment) against a leaving connector's
+        // (after its `running` decrement) or a freed slot's (after the
+        // `open` decrement), so one of the two sees the other's write.
+        fence(Ordering::SeqCst);
+        let limit = self.config().max_concurrent_connects();
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.open_count() >= self.config.max_size() || self.is_closed() {
+            if self.slots().open() >= self.config().max_size() || self.is_closed() {
                 return;
             }
-            let running = self.connecting.load(Ordering::SeqCst);
-            if running >= limit || running >= self.demand() {
-                return;
-            }
+            #[cfg(not(loom))]
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };
-            if self
-                .connecting
-                .compare_exchange(running, running + 1, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                runtime.spawn(connector(self.clone()));
+            if !self.connector().claim(limit, || self.demand()) {
+                return;
             }
+            // The models have no runtime: they count the connector instead
+            // and play its part themselves.
+            #[cfg(loom)]
+            self.connector().started.fetch_add(1, Ordering::Relaxed);
+            #[cfg(not(loom))]
+            runtime.spawn(connector(self.clone()));
         }
+    }
+
+    /// A connector ends: counts it out, then looks at the demand again. A
+    /// caller that queued while it was leaving saw it still running and
+    /// started none (the store-buffering protocol, see `Connector`).
+    pub(crate) fn connector_done(self: &Arc<Self>, running: Running<'_>) {
+        drop(running);
+        self.request_connections();
+    }
+
+    /// Reserves a free slot for a connect; `None` at `max_size`.
+    pub(crate) fn reserve(self: &Arc<Self>) -> Option<Reservation<M>> {
+        let slot = self.slots().reserve()?;
+        Some(Reservation::new(self.clone(), slot))
     }
 
     /// Opens one connection and runs the `after_connect` hook, within
     /// `connect_timeout`.
     pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
-        let limit = self.config.connect_timeout();
-        let generation = self.generation.load(Ordering::Relaxed);
+        let limit = self.config().connect_timeout();
+        let generation = self.generation();
         #[cfg(feature = "metrics")]
         let started = Instant::now();
         let opened = tokio::time::timeout(limit, async {
-            let mut conn = self.manager.connect().await?;
-            if let Some(hooks) = &self.hooks {
+            let mut conn = self.manager().connect().await?;
+            if let Some(hooks) = self.hooks() {
                 hooks.after_connect(&mut conn).await?;
             }
             Ok(conn)
@@ -130,10 +259,10 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(e)) => return Err(OpenError::Backend(e)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        let now = self.clock.now();
-        Stats::bump(&self.stats.creations);
+        let now = self.clock().now();
+        self.stats().created();
         #[cfg(feature = "metrics")]
-        self.export.created(started.elapsed());
+        self.export().created(started.elapsed());
         Ok(Entry {
             conn,
             created_at: now,
@@ -146,25 +275,25 @@ impl<M: ManageConnection> Shared<M> {
 
     /// `now + max_lifetime`, shortened by a random jitter.
     fn lifetime_deadline(&self, now: Stamp) -> Stamp {
-        let Some(life) = self.config.max_lifetime() else {
+        let Some(life) = self.config().max_lifetime() else {
             return Stamp::NEVER;
         };
-        let jitter = life.mul_f64(self.config.max_lifetime_jitter() * fastrand::f64());
+        let jitter = life.mul_f64(self.config().max_lifetime_jitter() * fastrand::f64());
         now.after(life.saturating_sub(jitter))
     }
 
     /// Counts a failed connect, in the snapshot and the export alike.
     fn count_creation_error(&self) {
-        Stats::bump(&self.stats.creation_errors);
+        self.stats().creation_failed();
         #[cfg(feature = "metrics")]
-        self.export.creation_failed();
+        self.export().creation_failed();
     }
 
     /// Records a failed connect.
     pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
         self.count_creation_error();
         let err = err.into_last_error();
-        tracing::warn!(pool = self.config.name(), error = %err, "connect failed");
+        tracing::warn!(pool = self.config().name(), error = %err, "connect failed");
         self.set_last_error(err);
     }
 
@@ -172,11 +301,11 @@ impl<M: ManageConnection> Shared<M> {
     /// first, failing fast, then the rest of `min_size`,
     /// `max_concurrent_connects` at a time.
     pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
-        let wanted = self.config.min_size().max(1);
+        let wanted = self.config().min_size().max(1);
         self.open_one_initial().await?;
         let mut left = wanted - 1;
         while left > 0 {
-            let batch = left.min(self.config.max_concurrent_connects());
+            let batch = left.min(self.config().max_concurrent_connects());
             let mut opening = tokio::task::JoinSet::new();
             for _ in 0..batch {
                 let shared = self.clone();
@@ -228,23 +357,21 @@ impl<M: ManageConnection> Shared<M> {
 }
 
 /// One connector task; see the module docs.
+#[cfg_attr(loom, allow(dead_code))]
 async fn connector<M: ManageConnection>(shared: Arc<Shared<M>>) {
+    let running = shared.connector().adopt();
     open_while_wanted(&shared).await;
-    // A caller that queued while this connector was leaving saw it still
-    // running and spawned none; now that it is counted out, look again.
-    // (SeqCst on `waiting` and `connecting`: one of the two sides sees the
-    // other's write.)
-    shared.request_connections();
+    shared.connector_done(running);
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
-    let _running = Running(&shared.connecting);
     let mut backoff = FIRST_BACKOFF;
     loop {
         if shared.is_closed() || shared.demand() == 0 {
             return;
         }
-        let rejected = shared.rejected_in_a_row.load(Ordering::Relaxed);
+        let rejected = shared.connector().rejected_in_a_row();
         if rejected > 0 {
             tokio::time::sleep(backoff_after(rejected)).await;
             if shared.is_closed() || shared.demand() == 0 {

@@ -76,11 +76,12 @@ pub(crate) enum PushRefused {
     Closed,
 }
 
-/// What a pop found.
+/// What a pop found: a node index here, an owned connection when the
+/// slots wrap it (`Slots::pop_idle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Popped {
+pub(crate) enum Popped<T = u16> {
     /// The caller now owns this node.
-    Node(u16),
+    Node(T),
     /// Nothing to pop (and no one waiting).
     Empty,
     /// Nothing to pop and callers are already queued: queue behind them.
@@ -183,9 +184,10 @@ impl IndexStack {
             // `top` has since been popped and pushed again this value may be
             // stale, but then the tag has moved on and the CAS below fails.
             let below = links.get(top).load(Ordering::Relaxed);
-            // Acquire on success: pairs with the pushing Release (the payload
-            // of `top` becomes ours). Acquire on failure: we read the new
-            // head's link next time round.
+            // Acquire on success: pairs with the Release CAS in `push` that
+            // put `top` there (the payload of `top` becomes ours). Acquire on
+            // failure: pairs with the Release CAS of the push that made the
+            // new head, whose link we read next time round.
             match self.word.compare_exchange_weak(
                 cur,
                 next_word(cur, below),
@@ -210,15 +212,18 @@ impl IndexStack {
     }
 
     fn swap_head(&self, set: u64) -> u16 {
-        let mut cur = self.word.load(Ordering::Acquire);
+        // Relaxed: only the expected value of the CAS, which acquires.
+        let mut cur = self.word.load(Ordering::Relaxed);
         loop {
-            // Acquire: pairs with the Release of every push on the chain
-            // (release sequence through the RMWs on this word).
+            // Acquire on success: pairs with the Release CAS of every push on
+            // the chain (each later RMW on this word continues the release
+            // sequence), so the payload of every node taken is visible.
+            // Nothing is published here, and a failure only retries.
             match self.word.compare_exchange_weak(
                 cur,
                 next_word(cur, NIL) | set,
-                Ordering::AcqRel,
                 Ordering::Acquire,
+                Ordering::Relaxed,
             ) {
                 Ok(_) => return index_of(cur),
                 Err(actual) => cur = actual,
@@ -231,7 +236,8 @@ impl IndexStack {
     /// caller now owns it); `Err(Popped::Closed)` reports a closed stack.
     /// Called with the waiter queue locked.
     pub(crate) fn set_waiters(&self, links: &Links) -> Result<(), Popped> {
-        let mut cur = self.word.load(Ordering::Acquire);
+        // Relaxed: a node found here is taken by `pop`, which acquires it.
+        let mut cur = self.word.load(Ordering::Relaxed);
         loop {
             if cur & CLOSED != 0 {
                 return Err(Popped::Closed);
@@ -244,17 +250,19 @@ impl IndexStack {
                     Popped::Node(i) => return Err(Popped::Node(i)),
                     Popped::Closed => return Err(Popped::Closed),
                     Popped::Empty | Popped::Waiters => {
-                        cur = self.word.load(Ordering::Acquire);
+                        cur = self.word.load(Ordering::Relaxed);
                         continue;
                     }
                 }
             }
-            // Relaxed: an empty stack carries no payload to publish.
+            // Relaxed both ways: an empty stack carries no payload to
+            // publish or take, and a failure goes round again (a node
+            // found then is acquired by `pop`).
             match self.word.compare_exchange_weak(
                 cur,
                 cur.wrapping_add(TAG_ONE) | WAITERS,
                 Ordering::Relaxed,
-                Ordering::Acquire,
+                Ordering::Relaxed,
             ) {
                 Ok(_) => return Ok(()),
                 Err(actual) => cur = actual,

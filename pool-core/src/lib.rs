@@ -18,24 +18,81 @@
 //!   backtrace, and export through the `metrics` crate.
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
+//!
+//! How the engine works, file by file, and one connection's journey through
+//! it, is written at the top of `src/shared.rs`.
+//!
+//! # Example
+//!
+//! A manager says how to open and check one connection; the pool does the
+//! rest. Here the "connections" are in-memory buffers; the built-in managers
+//! ([`managers`], [`compat`]) do the same for real databases.
+//!
+//! ```
+//! use std::time::Duration;
+//! use pool_core::{async_trait, ManageConnection, Pool, PoolConfig};
+//!
+//! #[derive(Debug)]
+//! struct Buffers;
+//!
+//! #[async_trait]
+//! impl ManageConnection for Buffers {
+//!     type Connection = Vec<u8>;
+//!     type Error = std::io::Error;
+//!
+//!     async fn connect(&self) -> Result<Vec<u8>, std::io::Error> {
+//!         Ok(Vec::new())
+//!     }
+//!
+//!     async fn is_valid(&self, _conn: &mut Vec<u8>) -> Result<(), std::io::Error> {
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = PoolConfig::builder()
+//!     .name("buffers")
+//!     .max_size(4)
+//!     .acquire_timeout(Duration::from_secs(5))
+//!     .build()?;
+//! let pool = Pool::new(Buffers, config).await?; // opens one connection first
+//!
+//! let mut conn = pool.get().await?; // derefs to the connection
+//! conn.extend_from_slice(b"hello");
+//! drop(conn); // back to the pool
+//!
+//! let m = pool.metrics();
+//! assert_eq!((m.total, m.idle, m.acquire_count), (1, 1, 1));
+//! pool.close().await;
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
 mod clock;
 mod connection;
 mod connector;
+mod entry;
 #[cfg(feature = "metrics")]
 mod export;
+mod floating;
+mod histogram;
 mod housekeeper;
 mod index_stack;
 mod leak;
+mod linked_list;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod pool;
-mod release;
 mod shared;
 mod slots;
 mod stats;
+mod sweeper;
 mod sync;
 mod waiters;
 
@@ -43,5 +100,6 @@ pub mod compat;
 pub mod managers;
 
 pub use connection::PooledConnection;
+pub use managers::pooler::PoolerMode;
 pub use pool::Pool;
 pub use pool_api::*;

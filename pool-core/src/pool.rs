@@ -1,7 +1,6 @@
 //! The public handle: documented one-line hand-offs to the engine in
 //! `shared.rs`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +8,6 @@ use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, Pool
 
 use crate::connection::PooledConnection;
 use crate::shared::Shared;
-use crate::stats::Stats;
 
 /// A pool of connections made by a [`ManageConnection`].
 ///
@@ -83,7 +81,11 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     /// [`Pool::new`] with hooks run on every new connection, at checkout and
-    /// at return.
+    /// at return. Each phase costs only where it runs: hooks that say they
+    /// do not use `before_acquire` ([`Hooks::uses_before_acquire`]) leave
+    /// checkouts on the synchronous fast path, and hooks that do not use
+    /// `after_release` ([`Hooks::uses_after_release`]) leave clean returns
+    /// inline.
     ///
     /// # Errors
     ///
@@ -158,7 +160,7 @@ impl<M: ManageConnection> Pool<M> {
     /// serves someone else.
     pub async fn get(&self) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         self.shared
-            .acquire(self.shared.config.acquire_timeout())
+            .acquire(self.shared.config().acquire_timeout())
             .await
     }
 
@@ -189,32 +191,7 @@ impl<M: ManageConnection> Pool<M> {
 
     /// A snapshot of counts and counters; lock-free.
     pub fn metrics(&self) -> PoolMetrics {
-        let s = &self.shared;
-        let c = s.census();
-        let wait = s
-            .stats
-            .acquire_wait
-            .summary_with_zeros(s.slots.checkouts(), [0.5, 0.99]);
-        let evictions = s.stats.evictions();
-        let mut m = PoolMetrics::default();
-        m.idle = c.idle;
-        m.in_use = c.in_use;
-        m.opening = c.opening;
-        m.total = c.total();
-        m.waiting = s.waiters.waiting();
-        m.max_size = s.config.max_size();
-        m.acquire_count = wait.count;
-        m.acquire_wait_total = wait.sum;
-        m.acquire_wait_p50 = wait.quantiles[0];
-        m.acquire_wait_p99 = wait.quantiles[1];
-        m.acquire_wait_max = wait.max;
-        m.timeout_count = Stats::get(&s.stats.timeouts);
-        m.creation_count = Stats::get(&s.stats.creations);
-        m.creation_error_count = Stats::get(&s.stats.creation_errors);
-        m.eviction_count = evictions.total();
-        m.evictions = evictions;
-        m.leak_count = Stats::get(&s.stats.leaks);
-        m
+        self.shared.metrics()
     }
 
     /// The pool's counts now (a lighter [`metrics`](Self::metrics)).
@@ -248,18 +225,18 @@ impl<M: ManageConnection> Pool<M> {
 
     /// The pool's settings.
     pub fn config(&self) -> &PoolConfig {
-        &self.shared.config
+        self.shared.config()
     }
 
     /// The connection manager.
     pub fn manager(&self) -> &M {
-        &self.shared.manager
+        self.shared.manager()
     }
 }
 
 impl<M: ManageConnection> Clone for Pool<M> {
     fn clone(&self) -> Self {
-        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        self.shared.handle_cloned();
         Self {
             shared: self.shared.clone(),
         }
@@ -268,7 +245,7 @@ impl<M: ManageConnection> Clone for Pool<M> {
 
 impl<M: ManageConnection> Drop for Pool<M> {
     fn drop(&mut self) {
-        self.shared.handles.fetch_sub(1, Ordering::Relaxed);
+        self.shared.handle_dropped();
     }
 }
 

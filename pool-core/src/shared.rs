@@ -1,14 +1,68 @@
 //! The pool's engine, shared by every `Pool` handle and checked-out
 //! connection.
 //!
+//! # Architecture
+//!
+//! [`Shared`] composes components that each own their state; the files,
+//! by component:
+//!
+//! | file | component |
+//! |---|---|
+//! | `pool.rs` | `Pool`: the public handle, one-line hand-offs to `Shared` |
+//! | `shared.rs` | `Shared`: the components together; closing, eviction, freeing slots |
+//! | `acquire.rs` | the checkout path: `get()`, `try_get()`, checkout checks |
+//! | `connection.rs` | `PooledConnection`, the caller's guard, and the return path its drop starts: `checkin`, `deliver` |
+//! | `floating.rs` | `Floating` (a connection in flight: validation, reset, ping, hooks) and `Reservation` (a slot reserved for a connect) |
+//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Handoff` and `Vacant`; one slot's state; what the pool knows about a connection |
+//! | `index_stack.rs` | `IndexStack`: the lock-free Treiber stack of slot indices |
+//! | `waiters.rs`, `waiters/waiter.rs` | `WaiterQueue` and the `Waiter` future: the fair waiting protocol |
+//! | `linked_list.rs` | the intrusive list the waiter queue links its nodes in |
+//! | `sweeper.rs` | `Sweeper`: times out waiters past their deadline |
+//! | `connector.rs` | `Connector`: demand-driven connects, their bound and back-off |
+//! | `housekeeper.rs` | `Housekeeper`: retirement, keepalive, refill, leak scan |
+//! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
+//! | `leak.rs`, `clock.rs`, `sync.rs` | leak records, timestamps, the loom shim |
+//! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
+//!
+//! # One connection's journey
+//!
+//! 1. **`get`** (`pool.rs`) calls `Shared::acquire` (`acquire.rs`), whose
+//!    fast path `checkout_now` pops the idle stack with `Slots::pop_idle`
+//!    (`slots.rs`): one CAS that yields a [`Handoff`], the token that owns
+//!    the slot and its connection.
+//! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a
+//!    `Waiter` (`waiters/waiter.rs`). Its first poll, `register`, marks
+//!    the stack (`Slots::mark_waiting`) and links its node in the queue
+//!    under the queue's lock, then asks `Shared::request_connections`
+//!    (`connector.rs`) for connections. It resolves when a handoff fills
+//!    its node.
+//! 3. **Guard**: `hand_out` (`acquire.rs`) wraps the handoff in a
+//!    `PooledConnection` (`connection.rs`). A connection that needs
+//!    validation or a `before_acquire` hook first is held by a `Floating`
+//!    (`floating.rs`), whose drop closes it, until the checks pass.
+//! 4. **Drop**: `PooledConnection::drop` calls `Shared::checkin`
+//!    (`connection.rs`): a broken or expired connection is closed
+//!    (`Shared::evict`); a dirty one, or any when an `after_release` hook
+//!    runs, goes to a spawned `reset_then_deliver` as a `Floating`.
+//! 5. **Handoff**: a clean (or reset) connection goes to
+//!    `Shared::deliver` (`connection.rs`): while callers wait it calls
+//!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
+//!    waiter, puts the handoff in its node and wakes it; otherwise
+//!    `Slots::push_idle` parks it on the stack.
+//!
+//! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
+//! files: `acquire.rs`, `connection.rs` and `waiters.rs`.
+//!
 //! # Implementation details
 //!
 //! **Slots and the bound.** The pool allocates `max_size` slots up front. A
 //! connection always occupies one, from the moment its connect starts until
 //! it is closed. Free slots sit on a lock-free free list; reserving one is a
 //! pop, so the bound holds by construction: there are never more slots than
-//! `max_size`, whatever interleaving, cancellation or panic happens. A slot
-//! reserved for a connect is a [`Reservation`] whose `Drop` gives it back.
+//! `max_size`, whatever interleaving, cancellation or panic happens. Who
+//! owns a slot is a value: a [`Handoff`] (a slot with its connection) or a
+//! `Vacant` (an empty one), neither `Copy`; a slot reserved for a connect
+//! is a `Reservation` whose `Drop` gives it back.
 //!
 //! **The idle set** is a Treiber stack of slot indices (`index_stack.rs`):
 //! LIFO, so a light load keeps reusing the same few hot connections and the
@@ -21,7 +75,7 @@
 //! the bit is set a return cannot push: it hands its connection to the
 //! longest waiter under the queue's lock, and newcomers queue behind.
 //! Waiters are woken by that handoff, never by polling. Their deadlines are
-//! kept by one sweeper task per pool, not a timer per waiter.
+//! kept by one sweeper task per pool (`sweeper.rs`), not a timer per waiter.
 //!
 //! **Creation** is demand-driven and apart from callers (`connector.rs`):
 //! queuing a waiter asks for connections; at most `max_concurrent_connects`
@@ -29,68 +83,67 @@
 //! like a returned one, to the longest waiter or onto the stack. A caller who
 //! gives up does not abort a half-open connection.
 //!
-//! **Returns** (`release.rs`): broken or expired connections are closed; dirty
-//! ones (`needs_reset`) or any with an `after_release` hook are reset in a
-//! spawned task before anyone can get them; clean ones are delivered inline.
+//! **Returns** (`connection.rs`): broken or expired connections are closed; dirty
+//! ones (`needs_reset`), or any when an `after_release` hook runs, are reset
+//! in a spawned task before anyone can get them; clean ones are delivered
+//! inline.
+//!
+//! **Hooks cost only their phase**: `after_connect` runs inside the connect;
+//! `before_acquire` sends checkouts to the slow path and `after_release`
+//! returns through a task only when the hooks say they use them
+//! (`Hooks::uses_before_acquire`, `Hooks::uses_after_release`).
 //!
 //! **Counts** are kept per slot (`slots.rs`): each slot is in one state,
 //! so every census satisfies `total == idle + in_use + opening <= max_size`,
 //! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
+use std::sync::{Arc, Mutex};
 
-use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolState, TimeoutPhase};
+use pool_api::{
+    Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState, TimeoutPhase,
+};
 use tokio::sync::Notify;
 
 use crate::clock::{Clock, Stamp};
-
-use crate::index_stack::{IndexStack, Popped};
-use crate::slots::{Census, Entry, Handoff, Slots, State};
+use crate::connector::Connector;
+use crate::housekeeper::Housekeeper;
+use crate::slots::{Entry, Handoff, Slots, Vacant};
 use crate::stats::{Reason, Stats};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
+use crate::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::waiters::WaiterQueue;
 
 pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
+/// The engine: see the module docs.
 pub(crate) struct Shared<M: ManageConnection> {
-    pub(crate) manager: M,
-    pub(crate) config: PoolConfig,
-    pub(crate) hooks: Option<Box<dyn Hooks<M>>>,
-    pub(crate) slots: Slots<M::Connection>,
-    pub(crate) idle: IndexStack,
-    pub(crate) free: IndexStack,
-    pub(crate) waiters: WaiterQueue<Handoff<M::Connection>>,
-    /// Slots reserved: connections open or being opened. Changed only when
-    /// a connection is opened or closed (never on checkout or return), so
-    /// the slow paths can read it instead of adding up every slot.
-    pub(crate) open: AtomicU32,
-    /// Connector tasks running (bounded by `max_concurrent_connects`).
-    pub(crate) connecting: AtomicU32,
-    /// Checkout-check rejections in a row that replacing did not cure;
-    /// connectors back off while it is not zero (see `connector.rs`).
-    pub(crate) rejected_in_a_row: AtomicU32,
-    /// When the last checkout check rejected a connection (stamp nanos).
-    pub(crate) rejected_at: AtomicU64,
+    manager: M,
+    config: PoolConfig,
+    hooks: Option<Box<dyn Hooks<M>>>,
+    /// Whether the hooks run at checkout / at return (their phases).
+    hook_at_checkout: bool,
+    hook_at_return: bool,
+    slots: Slots<M::Connection>,
+    waiters: WaiterQueue<Handoff<M::Connection>>,
+    sweeper: Sweeper,
+    connector: Connector,
+    housekeeper: Housekeeper,
     /// `Pool` handles alive; at zero, nothing refills to `min_size` and the
-    /// housekeeper stops.
-    pub(crate) handles: AtomicU32,
-    /// Bumped by `soft_evict_all`.
-    pub(crate) generation: AtomicU64,
-    pub(crate) housekeeper_started: AtomicU32,
-    /// Wakes the deadline sweeper (`housekeeper.rs`).
-    pub(crate) sweeper: Arc<Notify>,
-    pub(crate) sweeper_started: AtomicU32,
-    pub(crate) stats: Stats,
+    /// housekeeper stops. Relaxed: a hint for both.
+    handles: AtomicU32,
+    /// Bumped by `soft_evict_all`. Relaxed: compared, never ordered with
+    /// anything.
+    generation: AtomicU64,
+    stats: Stats,
     last_error: Mutex<Option<LastError>>,
     /// Signalled when a slot is freed after close.
-    pub(crate) drained: Notify,
+    drained: Notify,
     /// The source of every timestamp.
-    pub(crate) clock: Clock,
+    clock: Clock,
     #[cfg(feature = "metrics")]
-    pub(crate) export: crate::export::Export,
+    export: crate::export::Export,
 }
 
 impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
@@ -98,7 +151,7 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
         f.debug_struct("Pool")
             .field("name", &self.config.name())
             .field("state", &self.state())
-            .field("closed", &self.idle.is_closed())
+            .field("closed", &self.is_closed())
             .field("manager", &self.manager)
             .finish_non_exhaustive()
     }
@@ -106,56 +159,135 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
 
 impl<M: ManageConnection> Shared<M> {
     pub(crate) fn new(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
-        let size = config.max_size() as usize;
-        let slots = Slots::new(size);
-        let free = IndexStack::new();
-        for i in (0..size).rev() {
-            // `i < max_size <= MAX_POOL_SIZE`, so it fits in u16 and is not NIL.
-            let pushed = free.push(&slots.links, i as u16);
-            debug_assert!(pushed.is_ok());
-        }
+        let hook_at_checkout = hooks.as_ref().is_some_and(|h| h.uses_before_acquire());
+        let hook_at_return = hooks.as_ref().is_some_and(|h| h.uses_after_release());
         Self {
             manager,
             hooks,
-            slots,
-            idle: IndexStack::new(),
-            free,
+            hook_at_checkout,
+            hook_at_return,
+            slots: Slots::new(config.max_size() as usize),
             waiters: WaiterQueue::new(),
-            open: AtomicU32::new(0),
-            connecting: AtomicU32::new(0),
-            rejected_in_a_row: AtomicU32::new(0),
-            rejected_at: AtomicU64::new(0),
+            sweeper: Sweeper::new(),
+            connector: Connector::new(),
+            housekeeper: Housekeeper::new(),
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
-            housekeeper_started: AtomicU32::new(0),
-            sweeper: Arc::new(Notify::new()),
-            sweeper_started: AtomicU32::new(0),
             stats: Stats::new(),
             last_error: Mutex::new(None),
             drained: Notify::new(),
             clock: Clock::new(),
             #[cfg(feature = "metrics")]
-            export: crate::export::Export::new(config.name()),
+            export: crate::export::Export::new(&config),
             config,
         }
     }
 
-    /// Connections open or being opened (cheap; see `open`).
-    pub(crate) fn open_count(&self) -> u32 {
-        self.open.load(Ordering::Relaxed)
+    pub(crate) fn manager(&self) -> &M {
+        &self.manager
     }
 
-    /// The slots' states added up.
-    pub(crate) fn census(&self) -> Census {
-        self.slots.census()
+    pub(crate) fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// The hooks, for `after_connect` (run on every new connection).
+    pub(crate) fn hooks(&self) -> Option<&dyn Hooks<M>> {
+        self.hooks.as_deref()
+    }
+
+    /// Whether the hooks run at checkout (`before_acquire`): one flag, read
+    /// by the fast path.
+    #[inline]
+    pub(crate) fn has_checkout_hook(&self) -> bool {
+        self.hook_at_checkout
+    }
+
+    /// The hooks when they run at checkout (`before_acquire`).
+    pub(crate) fn checkout_hook(&self) -> Option<&dyn Hooks<M>> {
+        self.hooks.as_deref().filter(|_| self.hook_at_checkout)
+    }
+
+    /// Whether the hooks run at return (`after_release`).
+    #[inline]
+    pub(crate) fn has_return_hook(&self) -> bool {
+        self.hook_at_return
+    }
+
+    /// The hooks when they run at return (`after_release`).
+    pub(crate) fn return_hook(&self) -> Option<&dyn Hooks<M>> {
+        self.hooks.as_deref().filter(|_| self.hook_at_return)
+    }
+
+    pub(crate) fn slots(&self) -> &Slots<M::Connection> {
+        &self.slots
+    }
+
+    pub(crate) fn waiters(&self) -> &WaiterQueue<Handoff<M::Connection>> {
+        &self.waiters
+    }
+
+    pub(crate) fn sweeper(&self) -> &Sweeper {
+        &self.sweeper
+    }
+
+    pub(crate) fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    pub(crate) fn housekeeper(&self) -> &Housekeeper {
+        &self.housekeeper
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn export(&self) -> &crate::export::Export {
+        &self.export
+    }
+
+    /// The eviction generation new connections are stamped with.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// A `Pool` handle was cloned.
+    pub(crate) fn handle_cloned(&self) {
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `Pool` handle was dropped.
+    pub(crate) fn handle_dropped(&self) {
+        self.handles.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether any `Pool` handle is alive.
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(Ordering::Relaxed) != 0
     }
 
     pub(crate) fn state(&self) -> PoolState {
-        let c = self.census();
+        let c = self.slots.census();
         PoolState::new(
             c.idle,
             c.in_use,
             c.opening,
+            self.waiters.waiting(),
+            self.config.max_size(),
+        )
+    }
+
+    /// A snapshot of counts and counters (`Pool::metrics`).
+    pub(crate) fn metrics(&self) -> PoolMetrics {
+        self.stats.snapshot(
+            self.slots.census(),
+            self.slots.checkouts(),
             self.waiters.waiting(),
             self.config.max_size(),
         )
@@ -170,7 +302,7 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     pub(crate) fn timeout_error(&self, started: Stamp, phase: TimeoutPhase) -> PoolError<M::Error> {
-        Stats::bump(&self.stats.timeouts);
+        self.stats.timed_out();
         #[cfg(feature = "metrics")]
         self.export.timeout();
         PoolError::Timeout {
@@ -182,38 +314,22 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.idle.is_closed()
+        self.slots.is_closed()
     }
 
     /// Why `entry` must not be handed out or kept, if it must not.
     pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Stamp) -> Option<Reason> {
-        if entry.generation < self.generation.load(Ordering::Relaxed) {
+        if entry.generation < self.generation() {
             return Some(Reason::SoftEvict);
         }
         (entry.expires_at <= now).then_some(Reason::MaxLifetime)
     }
 
-    /// Reserves a free slot for a connect; `None` at `max_size`.
-    pub(crate) fn reserve(self: &Arc<Self>) -> Option<Reservation<M>> {
-        match self.free.pop(&self.slots.links) {
-            Popped::Node(index) => {
-                self.slots.get(index).set(State::Opening);
-                self.open.fetch_add(1, Ordering::Relaxed);
-                Some(Reservation {
-                    shared: self.clone(),
-                    index,
-                    settled: false,
-                })
-            }
-            _ => None,
-        }
-    }
-
     /// Gives a slot back. Called after the connection in it was dropped and
     /// uncounted, so the bound counts the closing connection until it is
     /// really gone.
-    pub(crate) fn free_slot(self: &Arc<Self>, index: u16) {
-        self.free_slot_quietly(index);
+    pub(crate) fn free_slot(self: &Arc<Self>, slot: Vacant) {
+        self.slots.free(slot);
         if self.is_closed() {
             self.drained.notify_waiters();
         } else {
@@ -221,100 +337,50 @@ impl<M: ManageConnection> Shared<M> {
         }
     }
 
-    /// Gives a slot back without asking for a replacement connection.
-    fn free_slot_quietly(&self, index: u16) {
-        self.slots.get(index).set(State::Free);
-        self.open.fetch_sub(1, Ordering::Relaxed);
-        let pushed = self.free.push(&self.slots.links, index);
-        debug_assert!(pushed.is_ok(), "the free list is never closed");
-    }
-
     /// Closes a connection the caller owns and frees its slot.
-    pub(crate) fn evict(self: &Arc<Self>, index: u16, entry: Entry<M::Connection>, reason: Reason) {
+    pub(crate) fn evict(self: &Arc<Self>, h: Handoff<M::Connection>, reason: Reason) {
         tracing::debug!(
             pool = self.config.name(),
             reason = reason.label(),
             "closing connection"
         );
+        let (slot, entry) = h.vacate();
         drop(entry);
         self.stats.evicted(reason);
         #[cfg(feature = "metrics")]
         self.export.evicted(reason);
-        self.free_slot(index);
-    }
-
-    /// Puts a connection the caller owns back in service: to the longest
-    /// waiter, else on top of the idle stack. Lock-free unless someone is
-    /// waiting.
-    pub(crate) fn deliver(self: &Arc<Self>, index: u16, mut entry: Entry<M::Connection>) {
-        let slot = self.slots.get(index);
-        loop {
-            // Callers queued (the bit is only a hint here; `offer` decides
-            // under the queue's lock): hand the connection straight over,
-            // without parking it in the slot and taking it back.
-            if self.idle.has_waiters() {
-                // Marked in use before the waiter can see it; a returned
-                // connection already is, and its slot's line stays clean.
-                slot.mark(State::InUse);
-                match self.waiters.offer(&self.idle, Handoff { index, entry }) {
-                    Ok(()) => return,
-                    // The queue emptied meanwhile and the bit is cleared.
-                    Err(h) => entry = h.entry,
-                }
-            }
-            // Marked idle before the push: once pushed, the slot is someone
-            // else's to mark.
-            slot.set(State::Idle);
-            // SAFETY: the caller owns `index`; it becomes the stack's only on
-            // a successful push.
-            unsafe { self.slots.put(index, entry) };
-            let refused = match self.idle.push(&self.slots.links, index) {
-                Ok(()) => return,
-                Err(refused) => refused,
-            };
-            // SAFETY: the push failed, so we still own `index` and undo our put.
-            entry = unsafe { self.slots.take(index) };
-            if refused == crate::index_stack::PushRefused::Closed {
-                return self.evict(index, entry, Reason::Closed);
-            }
-            // Refused for waiters that queued since the check: loop to
-            // hand it over.
-        }
+        self.free_slot(slot);
     }
 
     /// Closes the pool: fails waiters, closes idle connections, and returns
     /// once every connection is closed.
     pub(crate) async fn close(self: &Arc<Self>) {
-        let mut index = self.idle.close();
-        while index != crate::index_stack::NIL {
-            let next = self.slots.links.next(index);
-            // SAFETY: `close` handed us the whole chain; we own every node.
-            let entry = unsafe { self.slots.take(index) };
-            self.evict(index, entry, Reason::Closed);
-            index = next;
-        }
-        self.waiters.close_all(&self.idle);
+        self.shut();
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.open_count() == 0 {
+            if self.slots.open() == 0 {
                 return;
             }
             drained.await;
         }
     }
 
+    /// The synchronous half of [`close`](Self::close): closes the idle
+    /// stack, closing the connections on it, and fails every waiter.
+    pub(crate) fn shut(self: &Arc<Self>) {
+        for h in self.slots.close_idle() {
+            self.evict(h, Reason::Closed);
+        }
+        self.waiters.close_all(|| self.slots.clear_waiting());
+    }
+
     /// Retires every connection: idle ones now, in-use ones at their return.
     pub(crate) fn soft_evict_all(self: &Arc<Self>) {
         self.generation.fetch_add(1, Ordering::Relaxed);
-        let mut index = self.idle.take_all();
-        while index != crate::index_stack::NIL {
-            let next = self.slots.links.next(index);
-            // SAFETY: `take_all` handed us the whole chain.
-            let entry = unsafe { self.slots.take(index) };
-            self.evict(index, entry, Reason::SoftEvict);
-            index = next;
+        for h in self.slots.take_idle() {
+            self.evict(h, Reason::SoftEvict);
         }
     }
 }
@@ -322,37 +388,6 @@ impl<M: ManageConnection> Shared<M> {
 impl<M: ManageConnection> Drop for Shared<M> {
     fn drop(&mut self) {
         // The sweeper holds only a `Weak`: wake it so it sees the pool gone.
-        self.sweeper.notify_one();
-    }
-}
-
-/// A reserved slot with no connection in it yet; dropping it gives the slot
-/// back (a cancelled or failed connect never leaks a slot).
-pub(crate) struct Reservation<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
-    index: u16,
-    settled: bool,
-}
-
-impl<M: ManageConnection> Reservation<M> {
-    /// Gives the slot back after a failed connect that is reported to the
-    /// caller (`Pool::new`), without starting another connect for it.
-    pub(crate) fn abandon(mut self) {
-        self.settled = true;
-        self.shared.free_slot_quietly(self.index);
-    }
-
-    /// Puts the new connection in service.
-    pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
-        self.settled = true;
-        self.shared.deliver(self.index, entry);
-    }
-}
-
-impl<M: ManageConnection> Drop for Reservation<M> {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.shared.free_slot(self.index);
-        }
+        self.sweeper.wake();
     }
 }

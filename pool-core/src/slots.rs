@@ -4,6 +4,20 @@
 //! its state (free, opening, idle, in use), how many times it was checked
 //! out, and, when leak detection is on, who took it while it is in use.
 //!
+//! # Ownership
+//!
+//! A slot is owned by exactly one party at a time: a stack (the idle stack
+//! or the free list, see `index_stack.rs`, "Ownership") or whoever holds
+//! its token. The tokens are values, neither `Copy` nor `Clone`: a
+//! [`Handoff`] owns a slot and the connection in it, a [`Vacant`] owns an
+//! empty slot. Every way to get a slot yields one ([`Slots::reserve`],
+//! [`Slots::pop_idle`], [`Slots::mark_waiting`], the [`Chain`] of
+//! [`Slots::take_idle`] and [`Slots::close_idle`]) and every way to give one
+//! up consumes one ([`Slots::push_idle`], which hands it back on refusal,
+//! and [`Slots::free`]). The only `unsafe` access to a slot's connection,
+//! `put` and `take`, is private to this module, justified by the token or
+//! the stack operation that proves ownership.
+//!
 //! State and checkout count live in the slot, written only by the slot's
 //! owner with plain (uncontended) stores on a cache line of its own, instead
 //! of in pool-wide counters every checkout and return would contend on. A
@@ -11,122 +25,61 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
-use std::time::Duration;
+mod slot;
 
-use crate::clock::Stamp;
-use crate::index_stack::Links;
+pub(crate) use crate::entry::Entry;
+use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub(crate) use slot::{Census, Slot, State};
 
 use crossbeam_utils::CachePadded;
 
 use crate::sync::UnsafeCell;
 
-/// A connection with what the pool knows about it. It moves with the
-/// connection: in the slot while idle, in the guard while in use, in a
-/// waiter's node during a handoff.
-#[derive(Debug)]
-pub(crate) struct Entry<C> {
-    pub(crate) conn: C,
-    pub(crate) created_at: Stamp,
-    /// When it must be retired (max lifetime less jitter), or `NEVER`.
-    pub(crate) expires_at: Stamp,
-    /// When it was opened or last came back.
-    pub(crate) last_used: Stamp,
-    /// The pool's eviction generation when its connect started; an older
-    /// generation than the pool's means `soft_evict_all` retired it.
-    pub(crate) generation: u64,
-    /// When the housekeeper last pinged it (keepalive).
-    pub(crate) last_ping: Stamp,
-}
-
-impl<C> Entry<C> {
-    pub(crate) fn idle_for(&self, now: Stamp) -> Duration {
-        now.since(self.last_used)
-    }
-}
-
-/// A connection in a given slot, owned by whoever holds this value.
+/// A connection and the slot it occupies, owned by whoever holds this
+/// value: popping the idle stack, filling a reservation or taking a chain
+/// yields one, and pushing it back consumes it (and returns it on refusal).
+/// Not `Copy`, not `Clone`: two holders of one slot cannot be written.
 #[derive(Debug)]
 pub(crate) struct Handoff<C> {
-    pub(crate) index: u16,
+    index: u16,
     pub(crate) entry: Entry<C>,
 }
 
-/// What a slot holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum State {
-    /// Nothing: on the free list (or being freed).
-    Free = 0,
-    /// A connect is under way for it.
-    Opening = 1,
-    /// An idle connection (on the idle stack, or briefly with the
-    /// housekeeper or a returning thread).
-    Idle = 2,
-    /// A connection out of the pool: held by a caller, handed to a waiter,
-    /// or being reset or pinged.
-    InUse = 3,
-}
+impl<C> Handoff<C> {
+    /// The slot's index (for logs and the model tests).
+    pub(crate) fn index(&self) -> u16 {
+        self.index
+    }
 
-/// The slots' states added up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Census {
-    pub(crate) idle: u32,
-    pub(crate) in_use: u32,
-    pub(crate) opening: u32,
-}
-
-impl Census {
-    pub(crate) fn total(&self) -> u32 {
-        self.idle + self.in_use + self.opening
+    /// The connection leaves the pool's hands (closed or detached); the
+    /// slot stays owned, empty, until [`Slots::free`] takes it.
+    pub(crate) fn vacate(self) -> (Vacant, Entry<C>) {
+        (Vacant(self.index), self.entry)
     }
 }
 
-pub(crate) struct Slot<C> {
-    /// `Some` exactly while the slot is on the idle stack.
-    ///
-    /// # Safety
-    ///
-    /// Only the slot's owner (see `index_stack.rs`, "Ownership") may touch
-    /// it: the thread that reserved or popped the index, before it pushes
-    /// the index on a stack.
-    entry: UnsafeCell<Option<Entry<C>>>,
-    /// A [`State`]; written by the owner (Relaxed: read only for counts).
-    state: AtomicU8,
-    /// Zero-wait checkouts of this slot; written by the owner only.
-    checkouts: AtomicU64,
-    pub(crate) leak: LeakSlot,
-}
+/// An owned slot with no connection in it: reserved for a connect, or
+/// emptied by a close. Not `Copy`: [`Slots::free`] consumes it. (The
+/// engine wraps it in a `Reservation` whose `Drop` frees it.)
+#[derive(Debug)]
+pub(crate) struct Vacant(u16);
 
-impl<C> Slot<C> {
-    /// Records the slot's new state; called by its owner.
-    #[inline]
-    pub(crate) fn set(&self, state: State) {
-        self.state.store(state as u8, Ordering::Relaxed);
-    }
-
-    /// Records the slot's new state unless it is already in it, so that a
-    /// connection passed from holder to holder leaves the line unwritten.
-    #[inline]
-    pub(crate) fn mark(&self, state: State) {
-        if self.state.load(Ordering::Relaxed) != state as u8 {
-            self.set(state);
-        }
-    }
-
-    /// Counts a checkout that did not wait; called by the slot's owner, so a
-    /// load and a store (no locked read-modify-write) suffice. Ownership
-    /// passes with Release/Acquire, so the next owner sees this count.
-    #[inline]
-    pub(crate) fn count_checkout(&self) {
-        let n = self.checkouts.load(Ordering::Relaxed);
-        self.checkouts.store(n + 1, Ordering::Relaxed);
-    }
-}
-
+/// The slots, the two stacks that link them (idle connections, free slots)
+/// and the count of slots reserved. The only code that touches a slot's
+/// connection: everything else holds [`Handoff`] and [`Vacant`] tokens.
 pub(crate) struct Slots<C> {
-    pub(crate) links: Links,
+    links: Links,
+    /// The idle set: slots holding a connection nobody uses.
+    idle: IndexStack,
+    /// The free list: slots with no connection, ready to reserve.
+    free: IndexStack,
+    /// Slots reserved: connections open or being opened. Changed only when
+    /// a slot is reserved or freed (never on checkout or return), so the
+    /// slow paths can read it instead of adding up every slot. Relaxed: a
+    /// count for decisions that tolerate a stale value (demand, refill).
+    open: AtomicU32,
     slots: Box<[CachePadded<Slot<C>>]>,
 }
 
@@ -138,10 +91,48 @@ impl<C> std::fmt::Debug for Slots<C> {
     }
 }
 
+/// A chain of idle connections taken off the stack at once; yields each
+/// as an owned [`Handoff`], top first.
+pub(crate) struct Chain<'a, C> {
+    slots: &'a Slots<C>,
+    next: u16,
+}
+
+impl<C> Iterator for Chain<'_, C> {
+    type Item = Handoff<C>;
+
+    fn next(&mut self) -> Option<Handoff<C>> {
+        let index = self.next;
+        if index == NIL {
+            return None;
+        }
+        // Read before the take: the link belongs to the chain we own.
+        self.next = self.slots.links.next(index);
+        // SAFETY: `take_all`/`close` handed the whole chain to the `Chain`'s
+        // maker, which owns every node on it; each is taken once.
+        Some(unsafe { self.slots.take(index) })
+    }
+}
+
+impl<C> Drop for Chain<'_, C> {
+    fn drop(&mut self) {
+        // Every connection of the chain must be accounted for: a chain
+        // dropped half-walked would leak its slots.
+        debug_assert!(
+            self.next == NIL || std::thread::panicking(),
+            "a chain of idle connections was dropped unwalked"
+        );
+    }
+}
+
 impl<C> Slots<C> {
+    /// `len` free slots, all on the free list.
     pub(crate) fn new(len: usize) -> Self {
-        Self {
+        let slots = Self {
             links: Links::new(len),
+            idle: IndexStack::new(),
+            free: IndexStack::new(),
+            open: AtomicU32::new(0),
             slots: (0..len)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -152,11 +143,129 @@ impl<C> Slots<C> {
                     })
                 })
                 .collect(),
+        };
+        for i in (0..len).rev() {
+            // `i < len <= MAX_POOL_SIZE`, so it fits in u16 and is not NIL.
+            let pushed = slots.free.push(&slots.links, i as u16);
+            debug_assert!(pushed.is_ok());
+        }
+        slots
+    }
+
+    /// Slots reserved (connections open or being opened).
+    pub(crate) fn open(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Reserves a free slot, marked opening; `None` when all are taken.
+    pub(crate) fn reserve(&self) -> Option<Vacant> {
+        match self.free.pop(&self.links) {
+            Popped::Node(index) => {
+                self.get(index).set(State::Opening);
+                self.open.fetch_add(1, Ordering::Relaxed);
+                Some(Vacant(index))
+            }
+            _ => None,
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+    /// Puts a new connection in a reserved slot, counted in use until it is
+    /// delivered.
+    pub(crate) fn fill(&self, slot: Vacant, entry: Entry<C>) -> Handoff<C> {
+        Handoff {
+            index: slot.0,
+            entry,
+        }
+    }
+
+    /// Gives a slot back to the free list.
+    pub(crate) fn free(&self, slot: Vacant) {
+        self.get(slot.0).set(State::Free);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        let pushed = self.free.push(&self.links, slot.0);
+        debug_assert!(pushed.is_ok(), "the free list is never closed");
+    }
+
+    /// Pops an idle connection, counted in use.
+    #[inline]
+    pub(crate) fn pop_idle(&self) -> Popped<Handoff<C>> {
+        match self.idle.pop(&self.links) {
+            Popped::Node(index) => Popped::Node(self.take_in_use(index)),
+            Popped::Empty => Popped::Empty,
+            Popped::Waiters => Popped::Waiters,
+            Popped::Closed => Popped::Closed,
+        }
+    }
+
+    /// Parks a connection on the idle stack, marked idle. Refused while
+    /// callers wait or once closed: the connection comes back with why.
+    #[inline]
+    pub(crate) fn push_idle(&self, h: Handoff<C>) -> Result<(), (PushRefused, Handoff<C>)> {
+        let Handoff { index, entry } = h;
+        // Marked idle before the push: once pushed, the slot is someone
+        // else's to mark.
+        self.get(index).set(State::Idle);
+        // SAFETY: the `Handoff` owned `index`; it becomes the stack's only
+        // on a successful push.
+        unsafe { self.put(index, entry) };
+        match self.idle.push(&self.links, index) {
+            Ok(()) => Ok(()),
+            // SAFETY: the push failed, so we still own `index` and undo our
+            // put.
+            Err(refused) => Err((refused, unsafe { self.take(index) })),
+        }
+    }
+
+    /// Marks callers as waiting on the idle stack (with the waiter queue
+    /// locked), or hands over a connection found on it after all
+    /// (`Err(Popped::Node)`, counted in use), or reports it closed.
+    pub(crate) fn mark_waiting(&self) -> Result<(), Popped<Handoff<C>>> {
+        match self.idle.set_waiters(&self.links) {
+            Ok(()) => Ok(()),
+            Err(Popped::Node(index)) => Err(Popped::Node(self.take_in_use(index))),
+            Err(_) => Err(Popped::Closed),
+        }
+    }
+
+    /// Clears the idle stack's `WAITERS` bit (the waiter queue emptied;
+    /// called under its lock).
+    pub(crate) fn clear_waiting(&self) {
+        self.idle.clear_waiters();
+    }
+
+    /// Whether callers are queued (a hint; see `IndexStack::has_waiters`).
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.idle.has_waiters()
+    }
+
+    /// Whether the idle stack is closed (the pool is).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.idle.is_closed()
+    }
+
+    /// Takes every idle connection at once (the housekeeper's sweep,
+    /// `soft_evict_all`). The caller must walk the chain to its end.
+    pub(crate) fn take_idle(&self) -> Chain<'_, C> {
+        Chain {
+            slots: self,
+            next: self.idle.take_all(),
+        }
+    }
+
+    /// Closes the idle stack and takes every idle connection, as
+    /// [`take_idle`](Self::take_idle).
+    pub(crate) fn close_idle(&self) -> Chain<'_, C> {
+        Chain {
+            slots: self,
+            next: self.idle.close(),
+        }
+    }
+
+    /// The slot a token holds.
+    #[inline]
+    pub(crate) fn slot(&self, h: &Handoff<C>) -> &Slot<C> {
+        self.get(h.index)
     }
 
     /// Adds up the slots' states.
@@ -181,7 +290,12 @@ impl<C> Slots<C> {
             .sum()
     }
 
-    pub(crate) fn get(&self, index: u16) -> &Slot<C> {
+    /// Every slot, for the leak scan.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot<C>> {
+        self.slots.iter().map(|s| &**s)
+    }
+
+    fn get(&self, index: u16) -> &Slot<C> {
         debug_assert!(
             usize::from(index) < self.slots.len(),
             "slot {index} out of range"
@@ -189,12 +303,21 @@ impl<C> Slots<C> {
         &self.slots[usize::from(index)]
     }
 
+    /// Takes the connection out of a slot just popped, counted in use.
+    fn take_in_use(&self, index: u16) -> Handoff<C> {
+        // SAFETY: the pop (or registration) that produced `index` made us its
+        // owner.
+        let h = unsafe { self.take(index) };
+        self.get(index).set(State::InUse);
+        h
+    }
+
     /// Stores an idle connection in its slot before the index is pushed.
     ///
     /// # Safety
     ///
     /// The caller owns `index` (reserved or popped it, has not pushed it).
-    pub(crate) unsafe fn put(&self, index: u16, entry: Entry<C>) {
+    unsafe fn put(&self, index: u16, entry: Entry<C>) {
         // SAFETY: the caller owns the slot, so no other thread accesses the
         // cell until the Release push that follows publishes it.
         self.get(index).entry.with_mut(|e| unsafe {
@@ -203,17 +326,18 @@ impl<C> Slots<C> {
         });
     }
 
-    /// Takes the idle connection out of a slot just popped.
+    /// Takes the idle connection out of a slot.
     ///
     /// # Safety
     ///
-    /// The caller owns `index` (popped it, or is undoing its own `put`).
-    pub(crate) unsafe fn take(&self, index: u16) -> Entry<C> {
+    /// The caller owns `index` (popped it, took its chain, or is undoing
+    /// its own `put`).
+    unsafe fn take(&self, index: u16) -> Handoff<C> {
         // SAFETY: the caller owns the slot; the Acquire pop that gave it
         // ownership made the pusher's write visible.
         let entry = self.get(index).entry.with_mut(|e| unsafe { (*e).take() });
         match entry {
-            Some(e) => e,
+            Some(entry) => Handoff { index, entry },
             // An idle-stack index always has its entry; anything else is a
             // bug in this crate, not a user error.
             None => unreachable!("idle slot {index} held no connection"),
@@ -226,3 +350,89 @@ impl<C> Slots<C> {
 unsafe impl<C: Send> Sync for Slots<C> {}
 // SAFETY: as above; the slots own their connections.
 unsafe impl<C: Send> Send for Slots<C> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::Stamp;
+
+    fn entry(conn: u32) -> Entry<u32> {
+        let t = Stamp::from_nanos(1);
+        Entry {
+            conn,
+            created_at: t,
+            expires_at: Stamp::NEVER,
+            last_used: t,
+            generation: 0,
+            last_ping: t,
+        }
+    }
+
+    fn counts(s: &Slots<u32>) -> (u32, u32, u32, u32) {
+        let c = s.census();
+        (c.idle, c.in_use, c.opening, s.open())
+    }
+
+    #[test]
+    fn reserve_fill_park_pop_and_free() {
+        let s = Slots::new(2);
+        let a = s.reserve().expect("free slot");
+        let b = s.reserve().expect("free slot");
+        assert!(s.reserve().is_none(), "two slots only");
+        assert_eq!(counts(&s), (0, 0, 2, 2));
+        s.push_idle(s.fill(a, entry(10))).unwrap();
+        s.push_idle(s.fill(b, entry(20))).unwrap();
+        assert_eq!(counts(&s), (2, 0, 0, 2));
+        let Popped::Node(top) = s.pop_idle() else {
+            panic!("two idle")
+        };
+        assert_eq!(top.entry.conn, 20, "LIFO");
+        assert_eq!(counts(&s), (1, 1, 0, 2));
+        let (slot, entry) = top.vacate();
+        assert_eq!(entry.conn, 20);
+        s.free(slot);
+        assert_eq!(counts(&s), (1, 0, 0, 1));
+        assert!(s.reserve().is_some(), "the freed slot is reserved again");
+    }
+
+    #[test]
+    fn a_refused_push_gives_the_connection_back() {
+        let s = Slots::new(1);
+        let slot = s.reserve().unwrap();
+        assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
+        let (why, back) = s.push_idle(s.fill(slot, entry(7))).unwrap_err();
+        assert_eq!(why, PushRefused::Waiters);
+        assert_eq!(back.entry.conn, 7);
+        s.clear_waiting();
+        s.push_idle(back).unwrap();
+        for h in s.close_idle() {
+            assert_eq!(h.entry.conn, 7);
+            s.free(h.vacate().0);
+        }
+        let slot = s.reserve().unwrap();
+        let (why, back) = s.push_idle(s.fill(slot, entry(8))).unwrap_err();
+        assert_eq!(why, PushRefused::Closed);
+        s.free(back.vacate().0);
+        assert_eq!(counts(&s), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn take_idle_yields_every_connection_once() {
+        let s = Slots::new(3);
+        for conn in 0..3 {
+            let slot = s.reserve().unwrap();
+            s.push_idle(s.fill(slot, entry(conn))).unwrap();
+        }
+        let taken: Vec<_> = s.take_idle().collect();
+        let conns: Vec<u32> = taken.iter().map(|h| h.entry.conn).collect();
+        assert_eq!(conns, [2, 1, 0], "top first");
+        assert!(matches!(s.pop_idle(), Popped::Empty));
+        for h in taken {
+            s.push_idle(h).unwrap();
+        }
+        assert!(
+            matches!(s.mark_waiting(), Err(Popped::Node(h)) if h.entry.conn == 0),
+            "a waiter finds the top connection instead of queuing"
+        );
+    }
+}

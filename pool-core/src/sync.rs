@@ -1,18 +1,32 @@
 //! One place that picks the synchronisation primitives: `std`'s normally,
 //! loom's under `--cfg loom`, so the lock-free parts can be model-checked
-//! unchanged.
+//! unchanged. Every atomic in the engine comes from here.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::fence;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::fence;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Atomics that loom does not model, on purpose: the statistics (histogram
+/// buckets, counters by reason) and the thread-shard picker. They are
+/// Relaxed, pair with nothing, and no decision of the pool reads them, so
+/// modelling them would add thousands of schedule points per execution and
+/// check nothing; the shard picker is a `static`, which loom's atomics
+/// cannot be.
+pub(crate) mod stat {
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+}
 
 /// An `UnsafeCell` with loom's closure API, so each access can be tracked by
 /// loom under `--cfg loom` and costs nothing otherwise.

@@ -69,7 +69,7 @@ async fn backend_and_closed_are_produced() {
         .await
         .unwrap_err();
     assert!(matches!(err, PoolError::Backend(_)));
-    assert_eq!(err.to_string(), "backend error");
+    assert_eq!(err.to_string(), "connect failed: connection refused");
     assert_eq!(err.source().unwrap().to_string(), "connection refused");
 
     let pool = Pool::new(Mock::default(), config(1).build().unwrap())

@@ -1,279 +1,29 @@
-//! `SqlxManager<PgConnection>` against a real PostgreSQL (`DATABASE_URL`):
-//! a connection that comes back inside a transaction, however it got there,
-//! is not left in it, and a clean one is left alone.
+//! `SqlxManager<PgConnection>` on sqlx 0.9 against a real PostgreSQL
+//! (`DATABASE_URL`): a connection that comes back inside a transaction,
+//! however it got there, is not left in it, a clean one is left alone, the
+//! bound holds under concurrent queries, and the pool works as sqlx's own
+//! (`&pool` as an executor, `pool.begin()`). The test bodies are shared
+//! with the other sqlx version's file, in `sqlx_shared/`.
 #![cfg(feature = "sqlx-postgres")]
 
 mod common;
 
-use std::time::Duration;
-
-use common::{bounded, database_url};
-use futures::FutureExt;
-use pool_core::managers::sqlx::{ResetMode, SqlxManager};
-use pool_core::ManageConnection;
-use sqlx::{Connection, Executor, PgConnection};
-
-fn manager(mode: ResetMode) -> Option<SqlxManager<PgConnection>> {
-    let url = database_url("DATABASE_URL")?;
-    Some(
-        SqlxManager::<PgConnection>::from_url(&url)
-            .expect("DATABASE_URL parses")
-            .reset_mode(mode),
-    )
+mod drivers {
+    pub use ::sqlx;
+    pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-async fn backend_pid(conn: &mut PgConnection) -> i32 {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
+#[path = "sqlx_shared/require.rs"]
+mod require;
 
-/// Whether work done now would land in a transaction left open earlier:
-/// `txid_current()` gives the current transaction an id, as a write would,
-/// and outside a transaction block that transaction ends with the
-/// statement, so the next statement sees no id.
-async fn runs_inside_open_transaction(conn: &mut PgConnection) -> bool {
-    conn.execute("SELECT txid_current()").await.unwrap();
-    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    xid.is_some()
-}
+#[path = "sqlx_shared/pg_manager.rs"]
+mod manager;
 
-/// The backend's state as the server reports it to another session.
-async fn server_state(monitor: &mut PgConnection, pid: i32) -> String {
-    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
-        .bind(pid)
-        .fetch_one(monitor)
-        .await
-        .unwrap()
-}
+#[path = "sqlx_shared/pg_pool.rs"]
+mod pool;
 
-/// Returns `conn` as the pool would: reset it if the manager says so, and
-/// report whether it did.
-async fn give_back(manager: &SqlxManager<PgConnection>, conn: &mut PgConnection) -> bool {
-    let dirty = manager.needs_reset(conn);
-    if dirty {
-        manager.reset(conn).await.expect("reset succeeds");
-    }
-    dirty
-}
+#[path = "sqlx_shared/pg_dropin.rs"]
+mod dropin;
 
-/// Asserts the server holds no transaction for `pid` and that the next user
-/// of `conn` does not run inside one.
-async fn assert_clean(monitor: &mut PgConnection, conn: &mut PgConnection, pid: i32) {
-    assert_eq!(server_state(monitor, pid).await, "idle");
-    assert!(!runs_inside_open_transaction(conn).await);
-    assert!(!conn.is_in_transaction());
-}
-
-#[tokio::test]
-async fn clean_returns_need_no_reset() {
-    let Some(manager) = manager(ResetMode::Tracked) else {
-        return;
-    };
-    bounded(async {
-        let mut conn = manager.connect().await.unwrap();
-        manager.is_valid(&mut conn).await.unwrap();
-        assert!(!manager.needs_reset(&mut conn));
-
-        conn.execute("SELECT 1").await.unwrap();
-        assert!(!manager.needs_reset(&mut conn));
-
-        let mut tx = conn.begin().await.unwrap();
-        tx.execute("SELECT txid_current()").await.unwrap();
-        tx.commit().await.unwrap();
-        assert!(!manager.needs_reset(&mut conn));
-
-        let tx = conn.begin().await.unwrap();
-        tx.rollback().await.unwrap();
-        assert!(!manager.needs_reset(&mut conn));
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn dropped_transaction_is_rolled_back() {
-    let Some(manager) = manager(ResetMode::Tracked) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        let mut tx = conn.begin().await.unwrap();
-        tx.execute("SELECT txid_current()").await.unwrap();
-        drop(tx);
-        // The queued ROLLBACK has not left yet: the server still holds the
-        // transaction when the connection comes back.
-        assert_eq!(server_state(&mut monitor, pid).await, "idle in transaction");
-
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn forgotten_nested_transactions_are_rolled_back() {
-    let Some(manager) = manager(ResetMode::Tracked) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        let mut tx = conn.begin().await.unwrap();
-        tx.execute("SELECT txid_current()").await.unwrap();
-        let inner = tx.begin().await.unwrap();
-        // Leaked: no rollback is queued, sqlx still counts two levels.
-        std::mem::forget(inner);
-        std::mem::forget(tx);
-        assert!(conn.is_in_transaction());
-
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
-    let Some(manager) = manager(ResetMode::Tracked) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        // A begin whose reply takes long (a slow server): polled once, so
-        // the BEGIN is on the wire, then dropped. sqlx counts no transaction.
-        let finished = conn
-            .begin_with("BEGIN; SELECT pg_sleep(0.5)")
-            .now_or_never()
-            .is_some();
-        assert!(!finished, "the begin cannot have finished in one poll");
-        assert!(!conn.is_in_transaction());
-
-        assert!(
-            give_back(&manager, &mut conn).await,
-            "the reply in flight marks it dirty"
-        );
-        assert_clean(&mut monitor, &mut conn, pid).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn cancelled_begins_are_caught_in_strict_mode() {
-    let Some(manager) = manager(ResetMode::Strict) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        for round in 0..40u64 {
-            if round % 2 == 0 {
-                // Dropped after exactly one poll: the BEGIN has been sent.
-                let _ = conn.begin().now_or_never();
-            } else {
-                // Dropped by a timeout at some point of its round trip.
-                let limit = Duration::from_micros(25 * round);
-                let _ = tokio::time::timeout(limit, conn.begin()).await;
-            }
-            assert!(give_back(&manager, &mut conn).await);
-            assert_clean(&mut monitor, &mut conn, pid).await;
-        }
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn raw_begin_is_caught_in_strict_mode() {
-    let Some(manager) = manager(ResetMode::Strict) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        conn.execute("BEGIN").await.unwrap();
-        conn.execute("SELECT txid_current()").await.unwrap();
-        assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
-
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
-    let Some(manager) = manager(ResetMode::Strict) else {
-        return;
-    };
-    bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
-
-        conn.execute("BEGIN").await.unwrap();
-        conn.execute("SELECT 1 / 0").await.unwrap_err();
-        // The error arrives before the server's ReadyForQuery, and the
-        // server publishes the new state just before sending it: read it.
-        conn.ping().await.unwrap();
-        assert_eq!(
-            server_state(&mut monitor, pid).await,
-            "idle in transaction (aborted)"
-        );
-
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn strict_mode_keeps_statement_cache() {
-    let Some(manager) = manager(ResetMode::Strict) else {
-        return;
-    };
-    bounded(async {
-        let mut conn = manager.connect().await.unwrap();
-        let one: i32 = sqlx::query_scalar("SELECT $1::int4")
-            .bind(1)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(one, 1);
-        let cached = conn.cached_statements_size();
-        assert!(cached >= 1);
-
-        let tx = conn.begin().await.unwrap();
-        drop(tx);
-        assert!(give_back(&manager, &mut conn).await);
-        assert_eq!(conn.cached_statements_size(), cached);
-    })
-    .await;
-}
-
-#[test]
-fn malformed_url_is_a_typed_error_without_the_password() {
-    for url in [
-        "postgres://app:Pg-Secret-4711@127.0.0.1:notaport/test",
-        "postgres://app:Pg-Secret-4711@127.0.0.1/test?sslmode=sometimes",
-    ] {
-        let err = SqlxManager::<PgConnection>::from_url(url).unwrap_err();
-        for shown in [err.to_string(), format!("{err:?}")] {
-            assert!(!shown.contains("Pg-Secret-4711"), "{url}: {shown}");
-        }
-    }
-}
+#[path = "sqlx_shared/pg_options.rs"]
+mod options;

@@ -5,6 +5,8 @@
 //! cargo run --release -p pool-benches --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS]
 //! # e.g. ours against bb8 and the floor at pool 4, 64 tasks, 1 s runs, 5 repeats
 //! target/release/point 4 64 1 5 ours,bb8,floor
+//! # an after_connect-only hook against none (S2 with a hook on connect)
+//! target/release/point 4 64 1 5 ours,ours-after-connect
 //! ```
 //!
 //! Prints each run's cycles per second, Jain's index, per-task spread and
@@ -39,13 +41,10 @@ fn main() {
         Some(list) => list
             .split(',')
             .map(|name| {
-                Kind::ALL
-                    .into_iter()
-                    .find(|k| k.label() == name.trim())
-                    .unwrap_or_else(|| {
-                        eprintln!("unknown pool {name:?}");
-                        std::process::exit(2)
-                    })
+                Kind::from_label(name.trim()).unwrap_or_else(|| {
+                    eprintln!("unknown pool {name:?}");
+                    std::process::exit(2)
+                })
             })
             .collect(),
     };

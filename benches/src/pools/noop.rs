@@ -47,6 +47,42 @@ impl Ours {
     }
 }
 
+/// A hook that only sets up new connections (the common `SET
+/// search_path`), and says so: checkouts and returns keep the fast path.
+#[derive(Debug, Clone, Copy)]
+pub struct AfterConnectOnly;
+
+#[async_trait::async_trait]
+impl pool_core::Hooks<FakeManager> for AfterConnectOnly {
+    async fn after_connect(
+        &self,
+        conn: &mut FakeConn,
+    ) -> Result<(), <FakeManager as pool_core::ManageConnection>::Error> {
+        std::hint::black_box(conn);
+        Ok(())
+    }
+
+    fn uses_before_acquire(&self) -> bool {
+        false
+    }
+
+    fn uses_after_release(&self) -> bool {
+        false
+    }
+}
+
+impl Ours {
+    /// Builds it with `Pool::new_with_hooks` and [`AfterConnectOnly`].
+    pub async fn build_after_connect(spec: &FakeSpec) -> Self {
+        let config = Self::config(spec).build().expect("valid config");
+        Self(
+            pool_core::Pool::new_with_hooks(spec.manager(), config, AfterConnectOnly)
+                .await
+                .expect("fake connects cannot fail"),
+        )
+    }
+}
+
 impl Contestant for Ours {
     type Conn = FakeConn;
     type Guard<'a> = pool_core::PooledConnection<FakeManager>;

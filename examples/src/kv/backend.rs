@@ -171,11 +171,13 @@ macro_rules! on_driver {
 /// A stored row: the key and its JSON text.
 pub(crate) type Row = (String, String);
 
+// The SQL passed in is built once per store in `sql.rs` from a validated
+// table name (`AssertSqlSafe` marks it so for sqlx 0.9); values are bound.
 impl Exec<'_> {
     /// Runs a statement with text parameters; returns the rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, binds: &[&str]) -> Result<u64, sqlx::Error> {
         on_driver!(self, c, Db => {
-            let mut query = sqlx::query::<Db>(sql);
+            let mut query = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql));
             for value in binds {
                 query = query.bind(*value);
             }
@@ -190,7 +192,7 @@ impl Exec<'_> {
         binds: &[&str],
     ) -> Result<Option<String>, sqlx::Error> {
         on_driver!(self, c, Db => {
-            let mut query = sqlx::query_scalar::<Db, String>(sql);
+            let mut query = sqlx::query_scalar::<Db, String>(sqlx::AssertSqlSafe(sql));
             for value in binds {
                 query = query.bind(*value);
             }
@@ -200,7 +202,7 @@ impl Exec<'_> {
 
     /// The first column of every row.
     pub(crate) async fn fetch_texts(&mut self, sql: &str) -> Result<Vec<String>, sqlx::Error> {
-        on_driver!(self, c, Db => sqlx::query_scalar::<Db, String>(sql).fetch_all(&mut **c).await)
+        on_driver!(self, c, Db => sqlx::query_scalar::<Db, String>(sqlx::AssertSqlSafe(sql)).fetch_all(&mut **c).await)
     }
 
     /// Every (key, value) row.
@@ -210,7 +212,7 @@ impl Exec<'_> {
         binds: &[&str],
     ) -> Result<Vec<Row>, sqlx::Error> {
         on_driver!(self, c, Db => {
-            let mut query = sqlx::query_as::<Db, Row>(sql);
+            let mut query = sqlx::query_as::<Db, Row>(sqlx::AssertSqlSafe(sql));
             for value in binds {
                 query = query.bind(*value);
             }
@@ -220,7 +222,7 @@ impl Exec<'_> {
 
     /// A `COUNT(*)`.
     pub(crate) async fn fetch_count(&mut self, sql: &str) -> Result<i64, sqlx::Error> {
-        on_driver!(self, c, Db => sqlx::query_scalar::<Db, i64>(sql).fetch_one(&mut **c).await)
+        on_driver!(self, c, Db => sqlx::query_scalar::<Db, i64>(sqlx::AssertSqlSafe(sql)).fetch_one(&mut **c).await)
     }
 
     /// One multi-row upsert: `head VALUES (k, v), (k, v), ... tail`.

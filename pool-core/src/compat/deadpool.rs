@@ -29,9 +29,10 @@
 //! - deadpool's `Metrics::recycled` records the last successful recycle,
 //!   which is not the last return; use the pool's `ConnectionInfo` in hooks
 //!   for idle time.
-//! - deadpool's `pre_create`/`post_create`/`pre_recycle`/`post_recycle`
-//!   hooks map to `Hooks::after_connect`, `before_acquire` and
-//!   `after_release`, written against this pool's trait.
+//! - deadpool 0.13's three hooks, `post_create`, `pre_recycle` and
+//!   `post_recycle` (there is no `pre_create`), map to
+//!   `Hooks::after_connect`, `before_acquire` and `after_release`, written
+//!   against this pool's trait.
 //!
 //! ```no_run
 //! use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};

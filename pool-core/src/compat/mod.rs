@@ -2,6 +2,8 @@
 //! cargo feature.
 
 #[cfg(feature = "bb8")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bb8")))]
 pub mod bb8;
 #[cfg(feature = "deadpool")]
+#[cfg_attr(docsrs, doc(cfg(feature = "deadpool")))]
 pub mod deadpool;

@@ -1,21 +1,23 @@
-//! What differs between the sqlx drivers: how their options are shown
-//! without secrets and how a connection's transaction state is cleared.
+//! What differs between the sqlx drivers, as a sealed trait each driver's
+//! file implements (`postgres.rs`, `mysql.rs`, `sqlite.rs`).
 
 use std::fmt;
 
-use ::sqlx::{Connection, Error, Executor};
-
+use super::driver::{Connection, Error};
 use super::reset::BoxFuture;
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql"))]
-use super::reset::{queue_tracked_rollbacks, roll_back_by_server_flag};
+use crate::PoolerMode;
 
 /// A sqlx connection type that [`SqlxManager`](super::SqlxManager) can pool.
 ///
-/// Implemented for `sqlx::PgConnection` (feature `sqlx-postgres`),
-/// `sqlx::MySqlConnection` (`sqlx-mysql`) and `sqlx::SqliteConnection`
-/// (`sqlx-sqlite`). The trait is sealed: how each driver's transaction state
-/// is read and cleared depends on its internals.
+/// Implemented for `PgConnection`, `MySqlConnection` and `SqliteConnection`,
+/// each behind its cargo feature. The trait is sealed: how each driver's
+/// transaction state is read and cleared depends on its internals.
 pub trait SqlxConnection: Connection + fmt::Debug + private::Sealed + 'static {}
+
+/// A sqlx connection type that logs in with a password (PostgreSQL and
+/// MySQL), so [`SqlxManager::with_password_provider`](super::SqlxManager::with_password_provider)
+/// applies to it. Sealed.
+pub trait SqlxPasswordConnection: SqlxConnection + private::SealedPassword {}
 
 pub(crate) mod private {
     use super::*;
@@ -28,9 +30,22 @@ pub(crate) mod private {
         /// across a cancelled read.
         const POLL_IN_FLIGHT: bool;
 
+        /// Whether a connection whose `Pool::begin` was cancelled half-way
+        /// must be closed rather than returned: where a `BEGIN` that reached
+        /// the server can leave a transaction no cheap check sees.
+        const CLOSE_ON_CANCELLED_BEGIN: bool;
+
         /// Adds where the options point to a `Debug` struct, without the
         /// password or anything else secret.
         fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>);
+
+        /// The options one connect uses, from the manager's options and its
+        /// pooler mode.
+        fn for_pooler(options: &Self::Options, mode: PoolerMode) -> Option<Self::Options>;
+
+        /// `options` with `password` in place of the one they had (for
+        /// SQLite, which has none, `options` as they are).
+        fn with_password(options: Self::Options, password: &str) -> Self::Options;
 
         /// Leaves no transaction open: rolls back what sqlx tracks, then
         /// what the server says is still open.
@@ -43,94 +58,8 @@ pub(crate) mod private {
             sql: &'static str,
         ) -> BoxFuture<'a, Result<(), Error>>;
     }
-}
 
-#[cfg(feature = "sqlx-postgres")]
-impl SqlxConnection for ::sqlx::PgConnection {}
-
-#[cfg(feature = "sqlx-postgres")]
-impl private::Sealed for ::sqlx::PgConnection {
-    // sqlx-postgres reads a message only once all of it is buffered, so a
-    // read dropped half-way loses nothing.
-    const POLL_IN_FLIGHT: bool = true;
-
-    fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("driver", &"postgres");
-        match options.get_socket() {
-            Some(socket) => out.field("socket", socket),
-            None => out.field("host", &options.get_host()),
-        };
-        out.field("port", &options.get_port())
-            .field("database", &options.get_database())
-            .field("user", &options.get_username());
-    }
-
-    fn reset_transaction(conn: &mut Self) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(async move {
-            // The queued rollbacks, the probe and their replies share one
-            // round trip.
-            queue_tracked_rollbacks(conn);
-            roll_back_by_server_flag(conn, "SELECT 1").await
-        })
-    }
-    fn execute_raw<'a>(conn: &'a mut Self, sql: &'static str) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move { conn.execute(::sqlx::raw_sql(sql)).await.map(drop) })
-    }
-}
-
-#[cfg(feature = "sqlx-mysql")]
-impl SqlxConnection for ::sqlx::MySqlConnection {}
-
-#[cfg(feature = "sqlx-mysql")]
-impl private::Sealed for ::sqlx::MySqlConnection {
-    // sqlx-mysql reads a packet's header and payload in two steps; a read
-    // dropped between them would desynchronise the stream.
-    const POLL_IN_FLIGHT: bool = false;
-
-    fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("driver", &"mysql");
-        match options.get_socket() {
-            Some(socket) => out.field("socket", socket),
-            None => out.field("host", &options.get_host()),
-        };
-        out.field("port", &options.get_port())
-            .field("database", &options.get_database())
-            .field("user", &options.get_username());
-    }
-
-    fn reset_transaction(conn: &mut Self) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(async move {
-            queue_tracked_rollbacks(conn);
-            // `DO` evaluates without a result set; its OK packet carries the
-            // server status flags sqlx checks.
-            roll_back_by_server_flag(conn, "DO 0").await
-        })
-    }
-    fn execute_raw<'a>(conn: &'a mut Self, sql: &'static str) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move { conn.execute(::sqlx::raw_sql(sql)).await.map(drop) })
-    }
-}
-
-#[cfg(feature = "sqlx-sqlite")]
-impl SqlxConnection for ::sqlx::SqliteConnection {}
-
-#[cfg(feature = "sqlx-sqlite")]
-impl private::Sealed for ::sqlx::SqliteConnection {
-    // Flushing is a no-op for SQLite: statements run on a worker thread
-    // that rolls back a `begin()` cancelled in flight by itself.
-    const POLL_IN_FLIGHT: bool = false;
-
-    fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("driver", &"sqlite")
-            .field("filename", &options.get_filename());
-    }
-
-    fn reset_transaction(conn: &mut Self) -> BoxFuture<'_, Result<(), Error>> {
-        // SQLite's `begin_with` counts a level even when the statement opened
-        // no transaction, so it cannot serve as a probe here.
-        Box::pin(super::reset::roll_back_one_by_one(conn))
-    }
-    fn execute_raw<'a>(conn: &'a mut Self, sql: &'static str) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move { conn.execute(::sqlx::raw_sql(sql)).await.map(drop) })
-    }
+    /// Marks the drivers that log in with a password; seals
+    /// [`SqlxPasswordConnection`].
+    pub trait SealedPassword: Sealed {}
 }

@@ -1,25 +1,31 @@
 //! [`SqlxManager`]: opens, checks and cleans sqlx connections for the pool.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use ::sqlx::Error;
 use async_trait::async_trait;
 
 use super::backend::SqlxConnection;
+use super::driver::Error;
+use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
-use crate::ManageConnection;
+use crate::{ManageConnection, PoolerMode};
 
 /// Opens, checks and cleans sqlx connections of type `C`
 /// (`sqlx::PgConnection`, `sqlx::MySqlConnection` or
 /// `sqlx::SqliteConnection`).
 ///
-/// - **connect**: `C::connect_with(options)`, i.e. the options' `connect()`;
-///   sqlx's statement cache (`statement_cache_capacity` in the options) lives
-///   as long as the connection and is never cleared by the pool.
+/// - **connect**: `C::connect_with(options)`, i.e. the options' `connect()`,
+///   with the password from the
+///   [provider](Self::with_password_provider) if one is set and, on
+///   PostgreSQL, the statement cache off in [`PoolerMode::Transaction`]
+///   (set with `pooler_mode`); sqlx's statement cache
+///   (`statement_cache_capacity` in the options) lives as long as the
+///   connection and is never cleared by the pool.
 /// - **is_valid**: sqlx's `ping` (PostgreSQL: a `Sync` message; MySQL:
 ///   `COM_PING`; SQLite: a round trip to the connection's worker thread).
-/// - **has_broken**: always `false`; sqlx 0.8 has no cheap way to tell a
+/// - **has_broken**: always `false`; sqlx has no cheap way to tell a
 ///   closed socket. A connection that died while idle fails validation at
 ///   checkout; one that died with a reply pending fails its reset at return;
 ///   either way the pool closes it.
@@ -78,6 +84,8 @@ use crate::ManageConnection;
 pub struct SqlxManager<C: SqlxConnection> {
     options: C::Options,
     reset_mode: ResetMode,
+    pub(super) pooler_mode: PoolerMode,
+    pub(super) password_provider: Option<Provider>,
     _connection: PhantomData<fn() -> C>,
 }
 
@@ -88,6 +96,8 @@ impl<C: SqlxConnection> SqlxManager<C> {
         Self {
             options,
             reset_mode: ResetMode::default(),
+            pooler_mode: PoolerMode::default(),
+            password_provider: None,
             _connection: PhantomData,
         }
     }
@@ -128,10 +138,25 @@ impl<C: SqlxConnection> SqlxManager<C> {
         self
     }
 
-    /// The options connections are opened with. Mind that sqlx's own
-    /// `Debug` for them prints the password; this manager's does not.
+    /// The options connections are opened with, as given (the pooler mode
+    /// and the password provider apply on top of them at each connect).
+    /// Mind that sqlx's own `Debug` for them prints the password; this
+    /// manager's does not.
     pub fn connect_options(&self) -> &C::Options {
         &self.options
+    }
+
+    /// The options one connect uses: the manager's, adjusted for the pooler
+    /// mode, with `password` if given.
+    pub(super) fn options_for_connect(&self, password: Option<&str>) -> Cow<'_, C::Options> {
+        let mut options = match C::for_pooler(&self.options, self.pooler_mode) {
+            Some(adjusted) => Cow::Owned(adjusted),
+            None => Cow::Borrowed(&self.options),
+        };
+        if let Some(password) = password {
+            options = Cow::Owned(C::with_password(options.into_owned(), password));
+        }
+        options
     }
 }
 
@@ -140,6 +165,8 @@ impl<C: SqlxConnection> Clone for SqlxManager<C> {
         Self {
             options: self.options.clone(),
             reset_mode: self.reset_mode,
+            pooler_mode: self.pooler_mode,
+            password_provider: self.password_provider.clone(),
             _connection: PhantomData,
         }
     }
@@ -149,7 +176,10 @@ impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = f.debug_struct("SqlxManager");
         C::describe(&self.options, &mut out);
-        out.field("reset_mode", &self.reset_mode).finish()
+        out.field("reset_mode", &self.reset_mode)
+            .field("pooler_mode", &self.pooler_mode)
+            .field("password_provider", &self.password_provider.is_some())
+            .finish()
     }
 }
 
@@ -158,15 +188,26 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     type Connection = C;
     type Error = Error;
 
-    /// Opens a connection with the manager's options.
+    /// Opens a connection with the manager's options, after fetching the
+    /// password if a provider is set.
     ///
     /// # Errors
     ///
     /// Whatever sqlx's connect fails with: `sqlx::Error::Io` for an
     /// unreachable server, `sqlx::Error::Database` for a refused login, `Tls`,
-    /// `Configuration`. None of them carries the password.
+    /// `Configuration`. None of them carries the password. A failed password
+    /// provider is `Configuration` holding a [`PasswordProviderError`].
     async fn connect(&self) -> Result<C, Error> {
-        C::connect_with(&self.options).await
+        let password = match &self.password_provider {
+            Some(provider) => Some(
+                provider()
+                    .await
+                    .map_err(|e| Error::Configuration(Box::new(PasswordProviderError(e))))?,
+            ),
+            None => None,
+        };
+        let options = self.options_for_connect(password.as_deref());
+        C::connect_with(&options).await
     }
 
     /// Pings the server.

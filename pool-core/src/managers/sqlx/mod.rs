@@ -1,6 +1,20 @@
-//! Pools sqlx connections: [`SqlxManager<C>`] for `sqlx::PgConnection`,
+//! Pools sqlx 0.9 connections: [`SqlxManager<C>`] for `sqlx::PgConnection`,
 //! `sqlx::MySqlConnection` and `sqlx::SqliteConnection`, each behind its
-//! cargo feature (`sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`).
+//! cargo feature (`sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite`). For sqlx
+//! 0.8 the same manager is [`managers::sqlx08`](crate::managers) under the
+//! `sqlx08-*` features.
+//!
+//! # A drop-in for sqlx's pool
+//!
+//! - `&Pool<SqlxManager<C>>` is a sqlx `Executor`: `query(..).fetch_one(&pool)`
+//!   and `.execute(&pool)` check a connection out for that one query.
+//! - [`Pool::begin`](crate::Pool::begin) returns an owned [`Transaction<C>`]
+//!   (`Send + 'static`, derefs to `C`, `commit()`, `rollback()`, rolled back
+//!   when dropped).
+//! - `pool.get().await?` gives a guard that derefs to `C`: `&mut *conn` is
+//!   an executor and an `Acquire`, as sqlx's `PoolConnection` is.
+//! - `&Pool` is not an `Acquire`: its `begin` must return sqlx's
+//!   `Transaction<'c>`, which can own only sqlx's own pooled connection.
 //!
 //! # How a returned connection is cleaned
 //!
@@ -19,15 +33,20 @@
 //! The statement cache is never touched.
 //!
 //! On PostgreSQL a reply still in flight is also a sign: a `begin()`
-//! cancelled after its `BEGIN` left (sqlx 0.8 raises its transaction depth
-//! only once the reply is read, so the transaction is invisible to it; this
-//! is what poisoned sqlx's own pool). The manager polls the connection once
+//! cancelled after its `BEGIN` left (sqlx raises its transaction depth only
+//! once the reply is read, so the transaction is invisible to it; this is
+//! what poisoned sqlx's own pool). The manager polls the connection once
 //! without blocking when it comes back; an unread reply sends it through the
 //! reset above, which reads the reply and the server's flag.
 //!
 //! What no cheap sign can show (a raw `BEGIN` sent as SQL, or a cancelled
 //! `begin()` whose reply arrived before the connection came back) is caught
-//! by [`ResetMode::Strict`], which runs the probe on every return.
+//! by [`ResetMode::Strict`], which runs the probe on every return. sqlx 0.9,
+//! like 0.8, reads the server's transaction status from every reply but keeps
+//! it private, so this gap stays in [`ResetMode::Tracked`] for
+//! `Connection::begin`. [`Pool::begin`](crate::Pool::begin) closes it for
+//! its own `BEGIN`: cancelled in flight, it closes the connection on
+//! PostgreSQL and MySQL.
 //!
 //! # Example
 //!
@@ -50,10 +69,137 @@
 //!
 //! See [`SqlxManager`] for a complete example on SQLite.
 
-mod backend;
-mod manager;
-mod reset;
+use ::sqlx as driver;
+use ::sqlx_core as driver_core;
 
-pub use backend::SqlxConnection;
+/// A fixed SQL text as this sqlx's SQL string.
+fn static_sql(sql: &'static str) -> driver::SqlStr {
+    driver::SqlSafeStr::into_sql_str(sql)
+}
+
+/// A fixed SQL text to run as is, outside the statement cache.
+fn raw(sql: &'static str) -> driver::RawSql {
+    driver::raw_sql(static_sql(sql))
+}
+
+/// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
+macro_rules! prepare_and_describe {
+    () => {
+        fn prepare_with<'e>(
+            self,
+            sql: super::driver::SqlStr,
+            parameters: &'e [<Db<C> as Database>::TypeInfo],
+        ) -> BoxFuture<'e, Result<<Db<C> as Database>::Statement, Error>>
+        where
+            'p: 'e,
+        {
+            let pool = self.clone();
+            Box::pin(async move {
+                let mut conn = pool.get().await.map_err(into_sqlx_error)?;
+                (&mut *conn).prepare_with(sql, parameters).await
+            })
+        }
+
+        #[doc(hidden)]
+        fn describe<'e>(
+            self,
+            sql: super::driver::SqlStr,
+        ) -> BoxFuture<'e, Result<super::driver::Describe<Db<C>>, Error>>
+        where
+            'p: 'e,
+        {
+            let pool = self.clone();
+            Box::pin(async move {
+                let mut conn = pool.get().await.map_err(into_sqlx_error)?;
+                (&mut *conn).describe(sql).await
+            })
+        }
+    };
+}
+
+/// `executor::Unnamed`, whose `Execute` signatures differ between sqlx 0.8
+/// and 0.9.
+macro_rules! unnamed_query {
+    () => {
+        /// A query through `&pool`. Behind a transaction pooler it runs as an
+        /// unnamed statement (`persistent() == false`, whatever the query
+        /// says), and its arguments are taken early to learn whether sqlx
+        /// will prepare it (see [`needs_transaction`](Self::needs_transaction)).
+        struct Unnamed<'q, DB: Database, E> {
+            query: E,
+            /// Whether the query may be kept as a named, cached statement:
+            /// `false` behind a transaction pooler.
+            keep: bool,
+            /// The arguments, when taken early.
+            taken: Option<Result<Option<DB::Arguments>, BoxDynError>>,
+            _query: PhantomData<&'q ()>,
+        }
+
+        impl<'q, DB: Database, E: Execute<'q, DB>> Unnamed<'q, DB, E> {
+            fn new(query: E, keep: bool) -> Self {
+                Self {
+                    query,
+                    keep,
+                    taken: None,
+                    _query: PhantomData,
+                }
+            }
+
+            /// Whether the query must run inside a transaction: behind a
+            /// transaction pooler, a query with arguments is prepared in one
+            /// round trip and bound in the next, which the pooler may send
+            /// to another server connection unless a transaction holds it.
+            fn needs_transaction(&mut self) -> bool {
+                if self.keep {
+                    return false;
+                }
+                let taken = self.query.take_arguments();
+                let prepared = !matches!(taken, Ok(None));
+                self.taken = Some(taken);
+                prepared
+            }
+        }
+
+        impl<'q, DB: Database, E: Execute<'q, DB>> Execute<'q, DB> for Unnamed<'q, DB, E> {
+            fn sql(self) -> super::driver::SqlStr {
+                self.query.sql()
+            }
+
+            fn statement(&self) -> Option<&DB::Statement> {
+                self.query.statement()
+            }
+
+            fn take_arguments(&mut self) -> Result<Option<DB::Arguments>, BoxDynError> {
+                match self.taken.take() {
+                    Some(taken) => taken,
+                    None => self.query.take_arguments(),
+                }
+            }
+
+            fn persistent(&self) -> bool {
+                self.keep && self.query.persistent()
+            }
+        }
+    };
+}
+
+mod backend;
+mod executor;
+mod manager;
+#[cfg(feature = "sqlx-mysql")]
+mod mysql;
+mod password;
+#[cfg(feature = "sqlx-postgres")]
+mod postgres;
+mod reset;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql"))]
+mod server_flag;
+#[cfg(feature = "sqlx-sqlite")]
+mod sqlite;
+mod transaction;
+
+pub use backend::{SqlxConnection, SqlxPasswordConnection};
 pub use manager::SqlxManager;
+pub use password::{BoxError, PasswordProviderError};
 pub use reset::ResetMode;
+pub use transaction::{into_sqlx_error, Transaction};

@@ -1,19 +1,23 @@
 //! The pooled client: a `tokio_postgres::Client` plus transaction tracking,
 //! a statement cache and a cancel handle.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{CancelToken, Client, Error, Statement};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{CancelToken, Client, Error, Row, SimpleQueryMessage, Statement, ToStatement};
 
+use super::cache::{StatementCache, StatementCacheStats};
+use super::error::PgError;
+use super::session::{session_state, TxChange};
 use super::timeout::QueryError;
 use super::transaction::{PgTransaction, PgTransactionBuilder};
+use crate::PoolerMode;
 
 /// Sends a cancel request for the query running behind a token, over a new
 /// connection made with the manager's TLS connector.
@@ -30,7 +34,21 @@ pub(super) type Canceller = Arc<
 /// [`Rollback`](super::ResetMode::Rollback) reset mode knows about them.
 pub struct PgClient {
     client: Client,
-    cache: StatementCache,
+    /// Prepared statements, in [`PoolerMode::Session`].
+    cache: StatementCache<Statement>,
+    /// Parameter types by query text, in [`PoolerMode::Transaction`].
+    described: StatementCache<Arc<[Type]>>,
+    pooler_mode: PoolerMode,
+    /// The fleet budget ticket this connection holds.
+    ticket: Option<i32>,
+    /// Behind a pooler: a `BEGIN` sent as text was not yet followed by its
+    /// end, or a describe's own transaction is open. Read by the reset on
+    /// return (after the return orders it) and by the describe on the same
+    /// client: Relaxed.
+    raw_tx: AtomicBool,
+    /// One describe at a time on this connection, so that two tasks sharing
+    /// it do not interleave their `BEGIN`/`COMMIT`s.
+    describing: tokio::sync::Mutex<()>,
     canceller: Canceller,
     cancel_timeout: Duration,
     /// A transaction begun through this wrapper has not been committed or
@@ -49,10 +67,21 @@ impl PgClient {
         cache_capacity: usize,
         canceller: Canceller,
         cancel_timeout: Duration,
+        pooler_mode: PoolerMode,
+        ticket: Option<i32>,
     ) -> Self {
+        let (statements, described) = match pooler_mode {
+            PoolerMode::Transaction => (0, cache_capacity),
+            _ => (cache_capacity, 0),
+        };
         Self {
             client,
-            cache: StatementCache::new(cache_capacity),
+            cache: StatementCache::new(statements),
+            described: StatementCache::new(described),
+            pooler_mode,
+            ticket,
+            raw_tx: AtomicBool::new(false),
+            describing: tokio::sync::Mutex::new(()),
             canceller,
             cancel_timeout,
             tx_open: false,
@@ -96,36 +125,327 @@ impl PgClient {
     /// prepared for the same text.
     ///
     /// The cache belongs to the connection (a statement is only valid on the
-    /// connection that prepared it) and goes away with it. When the cache is
-    /// full, or disabled with
-    /// [`statement_cache_capacity(0)`](super::PostgresManager::statement_cache_capacity),
-    /// the statement is prepared and returned without being cached.
+    /// connection that prepared it) and goes away with it. It holds at most
+    /// [`statement_cache_capacity`](super::PostgresManager::statement_cache_capacity)
+    /// statements: a new one past that evicts the least recently used,
+    /// which is closed on the server once no one else holds it. With a
+    /// capacity of `0` the statement is prepared and returned without being
+    /// cached. [`statement_cache_stats`](Self::statement_cache_stats) counts
+    /// hits, misses and evictions.
     ///
     /// # Errors
     ///
-    /// The driver's error if preparing fails.
+    /// [`PgError::Db`] if preparing fails;
+    /// [`PgError::NamedStatementBehindPooler`] under
+    /// [`PoolerMode::Transaction`], where a cached named statement would
+    /// outlive its transaction (query with the text instead).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: nothing is cached until the statement is prepared.
-    pub async fn prepare_cached(&self, query: &str) -> Result<Statement, Error> {
+    pub async fn prepare_cached(&self, query: &str) -> Result<Statement, PgError> {
+        if self.pooler_mode == PoolerMode::Transaction {
+            return Err(PgError::NamedStatementBehindPooler);
+        }
         if let Some(statement) = self.cache.get(query) {
             return Ok(statement);
         }
         let statement = self.client.prepare(query).await?;
-        self.cache.insert(query, &statement);
+        // An evicted statement is dropped here, after the cache's lock.
+        drop(self.cache.insert(query, statement.clone()));
         Ok(statement)
     }
 
-    /// How many statements the cache holds.
+    /// The statement cache's hit, miss and eviction counts, its length and
+    /// capacity.
+    ///
+    /// ```no_run
+    /// # async fn run(conn: &pool_core::managers::tokio_postgres::PgClient) -> Result<(), pool_core::managers::tokio_postgres::PgError> {
+    /// conn.prepare_cached("SELECT $1::int").await?;
+    /// conn.prepare_cached("SELECT $1::int").await?;
+    /// let stats = conn.statement_cache_stats();
+    /// assert_eq!((stats.hits, stats.misses), (1, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Under [`PoolerMode::Transaction`] these count the cache of parameter
+    /// types that `query`/`execute` keep instead of statements.
+    pub fn statement_cache_stats(&self) -> StatementCacheStats {
+        match self.pooler_mode {
+            PoolerMode::Transaction => self.described.stats(),
+            _ => self.cache.stats(),
+        }
+    }
+
+    /// How many statements (or, behind a pooler, described queries) the
+    /// cache holds.
     pub fn statement_cache_len(&self) -> usize {
-        self.cache.len()
+        self.cache.len() + self.described.len()
     }
 
     /// Empties the statement cache (after a schema change, say). Statements
     /// still held elsewhere stay usable.
     pub fn clear_statement_cache(&self) {
         self.cache.clear();
+        self.described.clear();
+    }
+
+    /// The pooler mode this connection was opened with.
+    pub fn pooler_mode(&self) -> PoolerMode {
+        self.pooler_mode
+    }
+
+    /// The fleet budget ticket this connection holds (the advisory lock's
+    /// second key), if the manager has a
+    /// [`fleet_budget`](super::PostgresManager::fleet_budget).
+    pub fn fleet_ticket(&self) -> Option<u32> {
+        self.ticket.and_then(|t| u32::try_from(t).ok())
+    }
+
+    /// Runs a query and returns its rows, like [`Client::query`].
+    ///
+    /// Under [`PoolerMode::Session`] this is `Client::query`. Under
+    /// [`PoolerMode::Transaction`], a query given as text runs as an
+    /// unnamed statement, safe behind a transaction-mode pooler (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode));
+    /// a [`Statement`] you prepared yourself is run as it is (only valid
+    /// within the transaction that prepared it).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::query`; behind a pooler, a call dropped during the
+    /// describe of a new query text leaves a transaction open, which the
+    /// [`Rollback`](super::ResetMode::Rollback) reset ends on return.
+    pub async fn query<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.typed(sql, params).await?;
+                self.client.query_typed(sql, &typed).await
+            }
+            None => self.client.query(statement, params).await,
+        }
+    }
+
+    /// Runs a query that returns exactly one row, like
+    /// [`Client::query_one`]; behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error, also when the query returns no row or more than
+    /// one.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn query_one<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.typed(sql, params).await?;
+                self.client.query_typed_one(sql, &typed).await
+            }
+            None => self.client.query_one(statement, params).await,
+        }
+    }
+
+    /// Runs a query that returns at most one row, like
+    /// [`Client::query_opt`]; behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error, also when the query returns more than one row.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn query_opt<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.typed(sql, params).await?;
+                self.client.query_typed_opt(sql, &typed).await
+            }
+            None => self.client.query_opt(statement, params).await,
+        }
+    }
+
+    /// Runs a statement and returns the number of rows it changed, like
+    /// [`Client::execute`]; behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn execute<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.typed(sql, params).await?;
+                self.client.execute_typed(sql, &typed).await
+            }
+            None => self.client.execute(statement, params).await,
+        }
+    }
+
+    /// Runs statements separated by `;` with the simple protocol, like
+    /// [`Client::batch_execute`]. Behind a pooler, statements that set
+    /// session state are logged at `WARN` (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::batch_execute`.
+    pub async fn batch_execute(&self, query: &str) -> Result<(), Error> {
+        self.inspect(query);
+        self.client.batch_execute(query).await
+    }
+
+    /// Runs statements with the simple protocol and returns their text
+    /// rows, like [`Client::simple_query`]; behind a pooler, inspected as
+    /// [`batch_execute`](Self::batch_execute).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::simple_query`.
+    pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
+        self.inspect(query);
+        self.client.simple_query(query).await
+    }
+
+    /// Behind a pooler, the text of a query given as text, after looking at
+    /// what it does to the session. `None`: run it as the driver does.
+    fn pooled_text<'q, T: ?Sized + PgStatement>(&self, statement: &'q T) -> Option<&'q str> {
+        if self.pooler_mode != PoolerMode::Transaction {
+            return None;
+        }
+        let sql = statement.text()?;
+        self.inspect(sql);
+        Some(sql)
+    }
+
+    /// Behind a pooler: warns about session state, follows `BEGIN`/`COMMIT`
+    /// sent as text.
+    fn inspect(&self, sql: &str) {
+        if self.pooler_mode != PoolerMode::Transaction {
+            return;
+        }
+        let found = session_state(sql);
+        if let Some(kind) = found.session_state {
+            tracing::warn!(
+                statement = kind,
+                "session state set through a pooled connection behind a transaction-mode \
+                 pooler (PoolerMode::Transaction): it stays on whichever server connection ran \
+                 it, where other clients see it, and is missing from the next transaction; \
+                 use SET LOCAL / transaction-level locks inside a transaction"
+            );
+        }
+        match found.tx {
+            Some(TxChange::Begin) => self.raw_tx.store(true, Ordering::Relaxed),
+            Some(TxChange::End) => self.raw_tx.store(false, Ordering::Relaxed),
+            None => {}
+        }
+    }
+
+    /// The parameters paired with their types, describing the query on a
+    /// cache miss.
+    async fn typed<'p>(
+        &self,
+        sql: &str,
+        params: &[&'p (dyn ToSql + Sync)],
+    ) -> Result<Vec<(&'p (dyn ToSql + Sync), Type)>, Error> {
+        if params.is_empty() {
+            return Ok(Vec::new());
+        }
+        let types = match self.described.get(sql) {
+            Some(types) => types,
+            None => {
+                let types = self.describe(sql).await?;
+                drop(self.described.insert(sql, Arc::clone(&types)));
+                types
+            }
+        };
+        // A count that does not match is sent as it is: the server refuses
+        // the bind with its own message.
+        Ok(params
+            .iter()
+            .copied()
+            .zip(
+                types
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::repeat(Type::UNKNOWN)),
+            )
+            .collect())
+    }
+
+    /// The parameter types of `sql`, from a named statement that lives only
+    /// inside a transaction: the pooler keeps one server connection for the
+    /// transaction, so the prepare and its close reach the same one.
+    async fn describe(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
+        let _one_at_a_time = self.describing.lock().await;
+        if self.raw_tx.load(Ordering::Relaxed) {
+            // Inside a transaction begun as text: prepare and close there.
+            let statement = self.client.prepare(sql).await?;
+            return Ok(statement.params().into());
+        }
+        // Marked first, so a call dropped half-way is rolled back on return.
+        self.raw_tx.store(true, Ordering::Relaxed);
+        self.client.batch_execute("BEGIN").await?;
+        let described = self
+            .client
+            .prepare(sql)
+            .await
+            .map(|statement| Arc::<[Type]>::from(statement.params()));
+        // The statement was dropped above: its close is queued before this.
+        let end = if described.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        self.client.batch_execute(end).await?;
+        self.raw_tx.store(false, Ordering::Relaxed);
+        described
     }
 
     /// Runs `query` for at most `limit`; past that, cancels it on the server
@@ -207,13 +527,17 @@ impl PgClient {
     /// Whether a transaction begun through this wrapper was left without a
     /// commit or rollback through it (dropped, leaked, or its end failed or
     /// was cancelled).
+    ///
+    /// Behind a pooler ([`PoolerMode::Transaction`]) this also counts a
+    /// `BEGIN` sent as text through this wrapper and not yet ended.
     pub fn transaction_open(&self) -> bool {
-        self.tx_open
+        self.tx_open || self.raw_tx.load(Ordering::Relaxed)
     }
 
     /// Called after a successful reset.
     pub(super) fn mark_reset(&mut self) {
         self.tx_open = false;
+        self.raw_tx.store(false, Ordering::Relaxed);
     }
 }
 
@@ -231,56 +555,44 @@ impl fmt::Debug for PgClient {
             .field("closed", &self.client.is_closed())
             .field("transaction_open", &self.tx_open)
             .field("abandoned", &self.is_abandoned())
-            .field("cached_statements", &self.cache.len())
+            .field("cached_statements", &self.statement_cache_len())
+            .field("pooler_mode", &self.pooler_mode)
+            .field("fleet_ticket", &self.ticket)
             .finish_non_exhaustive()
     }
 }
 
-/// Prepared statements by query text, bounded by a capacity.
-///
-/// The lock is held only to look up or insert, never across an await.
-struct StatementCache {
-    capacity: usize,
-    map: Mutex<HashMap<Box<str>, Statement>>,
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for str {}
+    impl Sealed for String {}
+    impl Sealed for tokio_postgres::Statement {}
 }
 
-impl StatementCache {
-    fn new(capacity: usize) -> Self {
-        Self {
-            capacity,
-            map: Mutex::new(HashMap::new()),
-        }
-    }
+/// What [`PgClient::query`] and its siblings take: query text (`str`,
+/// `String`) or a prepared [`Statement`], as `Client::query` does.
+///
+/// Sealed: implemented for those three only.
+pub trait PgStatement: ToStatement + sealed::Sealed {
+    /// The query text, if this is text.
+    #[doc(hidden)]
+    fn text(&self) -> Option<&str>;
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Statement>> {
-        // A panic while holding the lock cannot leave the map half-updated
-        // (each operation is one HashMap call), so a poisoned lock is safe
-        // to keep using.
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+impl PgStatement for str {
+    fn text(&self) -> Option<&str> {
+        Some(self)
     }
+}
 
-    fn get(&self, query: &str) -> Option<Statement> {
-        if self.capacity == 0 {
-            return None;
-        }
-        self.lock().get(query).cloned()
+impl PgStatement for String {
+    fn text(&self) -> Option<&str> {
+        Some(self)
     }
+}
 
-    fn insert(&self, query: &str, statement: &Statement) {
-        if self.capacity == 0 {
-            return;
-        }
-        let mut map = self.lock();
-        if map.len() < self.capacity {
-            map.insert(query.into(), statement.clone());
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn clear(&self) {
-        self.lock().clear();
+impl PgStatement for Statement {
+    fn text(&self) -> Option<&str> {
+        None
     }
 }

@@ -1,15 +1,27 @@
 //! [`PostgresManager`]: opens, checks and resets `tokio_postgres` clients.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pool_api::{async_trait, ManageConnection};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::{Config, Error, Socket};
+use tokio_postgres::types::Type;
+use tokio_postgres::{Config, Socket};
 
 use super::client::{Canceller, PgClient};
 use super::driver::drive;
+use super::error::{BoxError, PgConfigError, PgError};
+use crate::managers::fleet::{self, FleetBudget};
+use crate::PoolerMode;
+
+/// What a password provider returns: a boxed future of the password.
+pub type PasswordFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
+
+/// A password provider, boxed.
+type PasswordProvider = Arc<dyn Fn() -> PasswordFuture + Send + Sync>;
 
 /// What is done to a connection when it comes back to the pool.
 ///
@@ -86,6 +98,9 @@ pub struct PostgresManager<Tls> {
     statement_cache_capacity: usize,
     cancel_timeout: Duration,
     canceller: Canceller,
+    pooler_mode: PoolerMode,
+    fleet: Option<FleetBudget>,
+    password: Option<PasswordProvider>,
 }
 
 impl<Tls> PostgresManager<Tls>
@@ -113,6 +128,9 @@ where
             statement_cache_capacity: DEFAULT_STATEMENT_CACHE_CAPACITY,
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             canceller,
+            pooler_mode: PoolerMode::default(),
+            fleet: None,
+            password: None,
         }
     }
 }
@@ -127,8 +145,8 @@ impl<Tls> PostgresManager<Tls> {
     }
 
     /// How many statements [`PgClient::prepare_cached`] keeps per
-    /// connection; past it, statements are prepared without being cached.
-    /// `0` turns the cache off. Defaults to 256.
+    /// connection; past it, the least recently used is evicted (and closed
+    /// on the server). `0` turns the cache off. Defaults to 256.
     #[must_use]
     pub fn statement_cache_capacity(mut self, capacity: usize) -> Self {
         self.statement_cache_capacity = capacity;
@@ -142,6 +160,138 @@ impl<Tls> PostgresManager<Tls> {
     pub fn cancel_timeout(mut self, timeout: Duration) -> Self {
         self.cancel_timeout = timeout;
         self
+    }
+
+    /// Runs behind a transaction-mode pooler (PgBouncer, pgcat, Supavisor)
+    /// with [`PoolerMode::Transaction`]; [`PoolerMode::Session`] (the
+    /// default) is a direct connection.
+    ///
+    /// Under `Transaction`, the pooled client runs queries given as text
+    /// (`conn.query(sql, params)`, `query_one`, `query_opt`, `execute`) as
+    /// unnamed statements: the parameter types are learnt once per query
+    /// text and connection (a describe in a short transaction of its own,
+    /// cached like statements, see
+    /// [`statement_cache_capacity`](Self::statement_cache_capacity)), and
+    /// each call is then one round trip that names no statement.
+    /// [`PgClient::prepare_cached`] fails with
+    /// [`PgError::NamedStatementBehindPooler`], and statements that set
+    /// session state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE
+    /// ... WITH HOLD`, advisory session locks, temporary tables) sent as text
+    /// through the pooled client are logged at `WARN`. See the
+    /// [module docs](super#behind-a-transaction-mode-pooler).
+    ///
+    /// # Errors
+    ///
+    /// [`PgConfigError::SessionResetBehindPooler`] with
+    /// [`ResetMode::Clean`], [`PgConfigError::FleetBudgetBehindPooler`]
+    /// with a fleet budget. A `reset_mode(ResetMode::Clean)` set after this
+    /// call is refused by the first connect.
+    pub fn pooler_mode(mut self, mode: PoolerMode) -> Result<Self, PgConfigError> {
+        self.pooler_mode = mode;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Makes every connection hold one of `total` tickets of the fleet
+    /// budget `name`, shared by every process that uses the same name on
+    /// the same database: a session-level advisory lock taken right after
+    /// connecting (one round trip per connect, none per checkout). A connect
+    /// that finds no ticket free fails with [`PgError::FleetBudget`], whose
+    /// text says "fleet budget"; the pool retries it with back-off while
+    /// callers wait within their `acquire_timeout`. The ticket is released
+    /// by the server when the connection closes, however the process ends.
+    ///
+    /// Idle connections keep their tickets: an `idle_timeout` and a low
+    /// `min_size` let an idle process give its share back. See
+    /// [`fleet`](crate::managers::fleet) for the key and its collisions.
+    ///
+    /// ```
+    /// use pool_core::managers::tokio_postgres::PostgresManager;
+    ///
+    /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).fleet_budget("shop-api", 80)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PgConfigError::FleetBudget`] for an empty name or a total of 0 or
+    /// above `i32::MAX`; [`PgConfigError::FleetBudgetBehindPooler`] under
+    /// [`PoolerMode::Transaction`].
+    pub fn fleet_budget(mut self, name: &str, total: u32) -> Result<Self, PgConfigError> {
+        self.fleet = Some(FleetBudget::new(name, total).map_err(PgConfigError::FleetBudget)?);
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Asks `provider` for the password of every new connection (rotating
+    /// passwords, cloud IAM tokens); it overrides the password in the
+    /// config. Its error fails that connect as [`PgError::Password`].
+    ///
+    /// Connections already open keep working when the password changes
+    /// (PostgreSQL checks it only at login). To move every connection to new
+    /// credentials without a restart, rotate what the provider returns, then
+    /// call [`Pool::soft_evict_all`](crate::Pool::soft_evict_all): idle
+    /// connections are replaced at once, busy ones when they come back.
+    ///
+    /// The provider runs on the pool's connector task, bounded by the pool's
+    /// `connect_timeout` together with the connect; cache the token inside
+    /// it if fetching one is slow.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pool_core::managers::tokio_postgres::PostgresManager;
+    ///
+    /// let secret = Arc::new(std::sync::RwLock::new(String::from("first")));
+    /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
+    /// let source = Arc::clone(&secret);
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).with_password_provider(move || {
+    ///     let password = source.read().map(|p| p.clone()).map_err(|_| "secret store poisoned".into());
+    ///     async move { password }
+    /// });
+    /// // Later, on rotation:
+    /// *secret.write().unwrap() = String::from("second");
+    /// // pool.soft_evict_all();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_password_provider<F, Fut>(mut self, provider: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
+    {
+        self.password = Some(Arc::new(move || Box::pin(provider())));
+        self
+    }
+
+    /// Checks that the settings work together; the first connect runs it
+    /// too.
+    ///
+    /// # Errors
+    ///
+    /// As for [`pooler_mode`](Self::pooler_mode).
+    pub fn validate(&self) -> Result<(), PgConfigError> {
+        if self.pooler_mode == PoolerMode::Transaction {
+            if self.reset_mode == ResetMode::Clean {
+                return Err(PgConfigError::SessionResetBehindPooler {
+                    reset_mode: self.reset_mode,
+                });
+            }
+            if self.fleet.is_some() {
+                return Err(PgConfigError::FleetBudgetBehindPooler);
+            }
+        }
+        Ok(())
+    }
+
+    /// The pooler mode in force.
+    pub fn current_pooler_mode(&self) -> PoolerMode {
+        self.pooler_mode
+    }
+
+    /// The fleet budget, if one is set.
+    pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
+        self.fleet.as_ref()
     }
 
     /// The connection settings.
@@ -169,6 +319,9 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
             .field("reset_mode", &self.reset_mode)
             .field("statement_cache_capacity", &self.statement_cache_capacity)
             .field("cancel_timeout", &self.cancel_timeout)
+            .field("pooler_mode", &self.pooler_mode)
+            .field("fleet_budget", &self.fleet)
+            .field("password_provider", &self.password.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -182,21 +335,54 @@ where
     <Tls::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
     type Connection = PgClient;
-    type Error = Error;
+    type Error = PgError;
 
-    async fn connect(&self) -> Result<PgClient, Error> {
-        let (client, connection) = self.config.connect(self.tls.clone()).await?;
+    async fn connect(&self) -> Result<PgClient, PgError> {
+        self.validate()?;
+        let (client, connection) = match &self.password {
+            None => self.config.connect(self.tls.clone()).await?,
+            Some(provider) => {
+                let password = provider().await.map_err(PgError::Password)?;
+                let mut config = self.config.clone();
+                config.password(password);
+                config.connect(self.tls.clone()).await?
+            }
+        };
         tokio::spawn(drive(connection));
+        let ticket = match &self.fleet {
+            None => None,
+            Some(budget) => {
+                // One round trip, an unnamed statement. On any failure the
+                // client is dropped here, which closes the connection.
+                let row = client
+                    .query_typed_opt(
+                        fleet::CLAIM_SQL,
+                        &[
+                            (&budget.key(), Type::INT4),
+                            (&budget.total_i32(), Type::INT4),
+                            (&budget.random_start(), Type::INT4),
+                        ],
+                    )
+                    .await?;
+                match row {
+                    Some(row) => Some(row.try_get::<_, i32>(0)?),
+                    None => return Err(PgError::FleetBudget(budget.exhausted())),
+                }
+            }
+        };
         Ok(PgClient::new(
             client,
             self.statement_cache_capacity,
             Arc::clone(&self.canceller),
             self.cancel_timeout,
+            self.pooler_mode,
+            ticket,
         ))
     }
 
-    async fn is_valid(&self, conn: &mut PgClient) -> Result<(), Error> {
-        conn.simple_query("").await.map(drop)
+    async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
+        conn.client().simple_query("").await?;
+        Ok(())
     }
 
     fn has_broken(&self, conn: &mut PgClient) -> bool {
@@ -211,13 +397,13 @@ where
         }
     }
 
-    async fn reset(&self, conn: &mut PgClient) -> Result<(), Error> {
+    async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
         let sql = match self.reset_mode {
             ResetMode::None => return Ok(()),
             ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
             ResetMode::Clean => CLEAN_SQL,
         };
-        conn.batch_execute(sql).await?;
+        conn.client().batch_execute(sql).await?;
         conn.mark_reset();
         Ok(())
     }

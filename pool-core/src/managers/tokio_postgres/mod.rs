@@ -3,7 +3,7 @@
 //! The pool hands out a [`PgClient`], a thin wrapper that dereferences to
 //! [`tokio_postgres::Client`] and adds what a pooled client needs: transaction
 //! tracking for the reset on return ([`PgTransaction`]), a per-connection prepared-statement
-//! cache ([`PgClient::prepare_cached`]) and a query timeout that cancels the
+//! cache, least recently used evicted first ([`PgClient::prepare_cached`]) and a query timeout that cancels the
 //! query on the server ([`PgClient::with_timeout`]).
 //!
 //! ```no_run
@@ -54,6 +54,55 @@
 //! methods are exactly the ones that start transactions, and going through
 //! the wrapper is what lets `Rollback` see them.
 //!
+//! # Behind a transaction-mode pooler
+//!
+//! Behind PgBouncer, pgcat or Supavisor in transaction mode, each
+//! transaction (or each statement outside one) may run on a different
+//! server connection. `tokio_postgres` prepares every query as a named
+//! statement and runs it in a second exchange, which the pooler may send
+//! to another server: "prepared statement \"s12\" does not exist", or
+//! "already exists" when another client's leftover has the same name.
+//! [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`](crate::PoolerMode::Transaction)`)` makes
+//! the pooled client safe there:
+//!
+//! - `query`, `query_one`, `query_opt` and `execute` on the [`PgClient`],
+//!   given the query as text, run it as an unnamed statement with typed
+//!   parameters (one round trip, nothing left on the server). The
+//!   parameter types come from a describe the first time a connection sees
+//!   a query text: a named statement prepared and closed inside a
+//!   `BEGIN`/`COMMIT` of its own (the pooler keeps one server connection
+//!   for a transaction), cached per connection like statements (LRU,
+//!   [`PostgresManager::statement_cache_capacity`]). A query without
+//!   parameters needs no describe.
+//!   Other `Client` methods reached through `Deref` (`query_raw`,
+//!   `prepare`, `copy_in`, ...) are the driver's, unchanged: `query_raw`
+//!   given text prepares a named statement; use `query_typed_raw` there.
+//! - Inside a [`PgTransaction`], `tokio_postgres`'s own statements are used:
+//!   prepared, run and closed within the transaction, so they never outlive
+//!   it.
+//! - [`PgClient::prepare_cached`] fails with
+//!   [`PgError::NamedStatementBehindPooler`]. A statement you `prepare`
+//!   yourself is valid only until the end of its transaction.
+//! - [`ResetMode::Clean`] (`RESET ALL`, `UNLISTEN`, `DISCARD ...`) and a
+//!   [fleet budget](PostgresManager::fleet_budget) need a session and are
+//!   refused ([`PgConfigError`]).
+//! - Statements sent as text through the pooled client that set session
+//!   state are logged at `WARN` (target `pool_core::managers::tokio_postgres::client`):
+//!   `SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE ... WITH HOLD`,
+//!   `CREATE TEMP`, advisory session locks. They are not refused: some are
+//!   harmless where every client sets the same thing, and the driver gives
+//!   no way to fail a query without sending it. Use `SET LOCAL` and
+//!   `pg_advisory_xact_lock` inside a transaction instead. The check reads
+//!   the leading words of each `;`-separated statement; it is a guard
+//!   against common mistakes, not a parser. Calls on the bare `Client`
+//!   (`conn.client()`) are not seen.
+//!
+//! The cost: a describe (two round trips and a short transaction) once per
+//! query text and connection, then one round trip per query, against
+//! `tokio_postgres`'s two per uncached query. Custom types (enums,
+//! composites) are looked up by the driver with its own named statements
+//! and are not safe behind a transaction pooler.
+//!
 //! # Abandoned queries
 //!
 //! A query whose future is dropped (a request timeout) keeps running on the
@@ -62,6 +111,14 @@
 //! limit passes, sends the server-side cancel and marks the connection so
 //! that the pool closes it on return instead of handing it out again.
 //!
+//! # Credentials and fleet budgets
+//!
+//! [`PostgresManager::with_password_provider`] asks for the password of each
+//! new connection (rotate, then `Pool::soft_evict_all()`).
+//! [`PostgresManager::fleet_budget`] caps the connections of every process
+//! sharing a budget name with advisory-lock tickets; see
+//! [`fleet`](crate::managers::fleet).
+//!
 //! # Notices and notifications
 //!
 //! The connection task logs server notices (`WARNING`, `NOTICE`) at `debug`
@@ -69,13 +126,18 @@
 //! notifications are not delivered to pooled clients (they are dropped and
 //! logged at `trace`).
 
+mod cache;
 mod client;
 mod driver;
+mod error;
 mod manager;
+mod session;
 mod timeout;
 mod transaction;
 
-pub use client::PgClient;
-pub use manager::{PostgresManager, ResetMode};
+pub use cache::StatementCacheStats;
+pub use client::{PgClient, PgStatement};
+pub use error::{BoxError, PgConfigError, PgError};
+pub use manager::{PasswordFuture, PostgresManager, ResetMode};
 pub use timeout::QueryError;
 pub use transaction::{PgTransaction, PgTransactionBuilder};

@@ -1,0 +1,161 @@
+//! An axum service on `Pool<SqlxManager<PgConnection>>`, used the way an
+//! app uses sqlx's `PgPool`: the pool is the axum state, handlers query
+//! through `&pool` or a `pool.begin()` transaction, and the pool's metrics
+//! are served by the Prometheus exporter's own HTTP listener.
+//!
+//! | route | what it does |
+//! |---|---|
+//! | `GET /health` | `SELECT 1` through `&pool` |
+//! | `POST /notes` | inserts the body as a note inside a transaction, returns its id and the count |
+//! | `GET /notes/{id}` | one note through `&pool`, or 404 |
+//! | `GET /pool` | the pool's counts (`Pool::state`, no locks) |
+//!
+//! `examples/axum_service.rs` runs it; `examples/tests/axum_service.rs`
+//! smoke-tests it.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusBuilder;
+use pool_core::managers::sqlx::SqlxManager;
+use pool_core::{Pool, PoolConfig};
+use serde::Serialize;
+use sqlx::PgConnection;
+use tokio::net::TcpListener;
+
+/// The pool the service runs on.
+pub type PgPool = Pool<SqlxManager<PgConnection>>;
+
+/// Bucket bounds, in seconds, for the pool's timing histograms.
+const BUCKETS: &[f64] = &[
+    0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0,
+];
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder and
+/// starts its HTTP listener on `addr` (`GET /metrics`, or any path).
+///
+/// # Errors
+///
+/// When a recorder is already installed or the buckets are refused.
+pub fn install_metrics(addr: SocketAddr) -> anyhow::Result<()> {
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets(BUCKETS)?
+        .install()?;
+    Ok(())
+}
+
+/// Opens the pool on `url` (named `axum-service`, up to 8 connections) and
+/// creates the notes table if it is missing.
+///
+/// # Errors
+///
+/// A malformed URL, an unreachable server, or the `CREATE TABLE`'s error.
+pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
+    let config = PoolConfig::builder()
+        .name("axum-service")
+        .max_size(8)
+        .acquire_timeout(Duration::from_secs(5))
+        .build()?;
+    let pool = Pool::new(SqlxManager::<PgConnection>::from_url(url)?, config).await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS axum_notes (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
+    Ok(pool)
+}
+
+/// The service's routes, with the pool as state.
+pub fn router(pool: PgPool) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/notes", post(add_note))
+        .route("/notes/{id}", get(note))
+        .route("/pool", get(pool_state))
+        .with_state(pool)
+}
+
+/// Serves `router(pool)` on `listener` until `shutdown` completes, then
+/// lets requests in flight finish.
+///
+/// # Errors
+///
+/// The listener's I/O error.
+pub async fn serve(
+    listener: TcpListener,
+    pool: PgPool,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(pool))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// A database error as a 500 with its message.
+#[derive(Debug)]
+struct AppError(sqlx::Error);
+
+impl From<sqlx::Error> for AppError {
+    fn from(e: sqlx::Error) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = match self.0 {
+            sqlx::Error::PoolTimedOut => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, self.0.to_string()).into_response()
+    }
+}
+
+async fn health(State(pool): State<PgPool>) -> Result<&'static str, AppError> {
+    let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&pool).await?;
+    Ok(if one == 1 { "ok" } else { "unexpected" })
+}
+
+/// What `POST /notes` answers.
+#[derive(Debug, Serialize)]
+struct Added {
+    id: i64,
+    notes: i64,
+}
+
+async fn add_note(State(pool): State<PgPool>, body: String) -> Result<Json<Added>, AppError> {
+    // An owned transaction: it could be moved into a task or kept in a
+    // struct. Returning early with `?` drops it, and the pool rolls it back.
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar("INSERT INTO axum_notes (body) VALUES ($1) RETURNING id")
+        .bind(&body)
+        .fetch_one(&mut *tx)
+        .await?;
+    let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM axum_notes")
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Json(Added { id, notes }))
+}
+
+async fn note(State(pool): State<PgPool>, Path(id): Path<i64>) -> Result<Response, AppError> {
+    let body: Option<String> = sqlx::query_scalar("SELECT body FROM axum_notes WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&pool)
+        .await?;
+    Ok(match body {
+        Some(body) => body.into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    })
+}
+
+async fn pool_state(State(pool): State<PgPool>) -> String {
+    pool.state().to_string()
+}

@@ -1,0 +1,109 @@
+//! Smoke test of the axum example's service against `DATABASE_URL`: starts
+//! it on an ephemeral port, hits every route and the metrics listener, and
+//! stops it, all within a time bound.
+
+use std::time::Duration;
+
+use pool_examples::axum_service;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Sends one HTTP/1.1 request with `Connection: close` and returns the
+/// status code and the body.
+async fn request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    let status = reply
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP reply: {reply:?}"));
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A port nothing listens on now, for the exporter's listener (which binds
+/// by itself and does not say which port it got).
+async fn free_port() -> std::net::SocketAddr {
+    let probe = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    probe.local_addr().unwrap()
+}
+
+/// Polls `addr` until the exporter's listener answers (bounded).
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    for _ in 0..100 {
+        if TcpStream::connect(addr).await.is_ok() {
+            let (status, body) = request(addr, "GET", "/metrics", "").await;
+            assert_eq!(status, 200);
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the metrics listener did not come up on {addr}");
+}
+
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_answers_every_route_and_serves_metrics() {
+    let url = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!("DATABASE_URL is not set: this test needs PostgreSQL (see scripts/test.sh)"),
+    };
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let metrics_addr = free_port().await;
+        axum_service::install_metrics(metrics_addr).unwrap();
+        let pool = axum_service::connect(&url).await.unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(axum_service::serve(listener, pool.clone(), async {
+            let _ = stopped.await;
+        }));
+
+        assert_eq!(
+            request(addr, "GET", "/health", "").await,
+            (200, "ok".to_owned())
+        );
+
+        let (status, added) = request(addr, "POST", "/notes", "hello from the smoke test").await;
+        assert_eq!(status, 200, "{added}");
+        let added: serde_json::Value = serde_json::from_str(&added).unwrap();
+        let id = added["id"].as_i64().expect("an id");
+        assert!(added["notes"].as_i64().expect("a count") >= 1);
+
+        let (status, body) = request(addr, "GET", &format!("/notes/{id}"), "").await;
+        assert_eq!((status, body.as_str()), (200, "hello from the smoke test"));
+        assert_eq!(request(addr, "GET", "/notes/-1", "").await.0, 404);
+
+        let (status, state) = request(addr, "GET", "/pool", "").await;
+        assert_eq!(status, 200);
+        assert!(state.contains("of 8 open"), "{state}");
+
+        let metrics = metrics_text(metrics_addr).await;
+        assert!(
+            metrics.contains("axum-service"),
+            "the pool's series carry its name: {metrics}"
+        );
+
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        pool.close().await;
+    })
+    .await
+    .expect("the smoke test finished within its time bound");
+}

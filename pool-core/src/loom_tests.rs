@@ -1,0 +1,263 @@
+//! Loom models of the engine's concurrent protocols, run on the real code:
+//! a real `Shared` over a manager that does nothing, driven synchronously.
+//!
+//! Loom cannot run tokio's runtime, so what needs one is left out and
+//! played by the model instead: connects (a connection is put in service
+//! with `Reservation::fill`, as a connector does after its connect), the
+//! deadline sweeper task (the model calls `WaiterQueue::sweep`, which is
+//! all the task does once awake), the spawned connector tasks (under
+//! `--cfg loom` `request_connections` counts the connectors it would spawn,
+//! and the model plays a leaving connector with `Shared::connector_done`),
+//! and the async half of `close` (waiting for connections in use to come
+//! back; the model calls its synchronous half, `Shared::shut`). Checkout
+//! (`Shared::acquire`, `try_acquire`), the waiter queue, the guard's drop,
+//! `checkin`, `deliver`, reservations and `evict` run as in production.
+//! Waits block in loom's `block_on`, so a lost wake-up shows up as a
+//! deadlock.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p pool-core
+//! --no-default-features --lib --release -- loom`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use loom::future::block_on;
+use loom::thread;
+use pool_api::{async_trait, ManageConnection, PoolConfig, PoolError};
+
+use crate::clock::Stamp;
+use crate::connection::PooledConnection;
+use crate::entry::Entry;
+use crate::shared::Shared;
+
+/// A manager whose connections are unit values and whose calls do nothing.
+#[derive(Debug)]
+struct Noop;
+
+#[async_trait]
+impl ManageConnection for Noop {
+    type Connection = ();
+    type Error = std::io::Error;
+
+    async fn connect(&self) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    async fn is_valid(&self, _: &mut ()) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(3600);
+
+/// A pool of `max` slots with `idle` connections idle in it.
+fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
+    let config = PoolConfig::builder()
+        .max_size(max)
+        .min_size(0)
+        .max_concurrent_connects(1)
+        .build()
+        .unwrap();
+    let shared = std::sync::Arc::new(Shared::new(Noop, config, None));
+    for _ in 0..idle {
+        let now = shared.clock().now();
+        let entry = Entry {
+            conn: (),
+            created_at: now,
+            expires_at: Stamp::NEVER,
+            last_used: now,
+            generation: 0,
+            last_ping: now,
+        };
+        shared.reserve().expect("a free slot").fill(entry);
+    }
+    shared
+}
+
+/// Polls `f` once; true if it is still pending.
+fn poll_once<F: Future>(f: Pin<&mut F>) -> bool {
+    let mut f = f;
+    block_on(std::future::poll_fn(|cx| {
+        Poll::Ready(f.as_mut().poll(cx).is_pending())
+    }))
+}
+
+/// A future's outcome, as a connection or a panic.
+fn got(r: Result<PooledConnection<Noop>, PoolError<std::io::Error>>) -> PooledConnection<Noop> {
+    match r {
+        Ok(c) => c,
+        Err(e) => panic!("expected a connection, got {e}"),
+    }
+}
+
+/// Every slot accounted for: `idle`, `in_use`, nothing opening, nobody
+/// counted as waiting.
+fn assert_counts(shared: &Shared<Noop>, idle: u32, in_use: u32) {
+    let s = shared.state();
+    assert_eq!((s.idle, s.in_use, s.opening), (idle, in_use, 0), "{s:?}");
+    assert_eq!(shared.waiters().waiting(), 0);
+}
+
+/// A guard dropped (the real `checkin` and `deliver`) racing a checkout
+/// that finds the stack empty: the checkout always ends with the
+/// connection, popped, found when queuing, or handed over; never queued
+/// while it sits idle (that would deadlock here).
+#[test]
+fn loom_release_during_acquire() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire().expect("one idle");
+        let releaser = thread::spawn(move || drop(guard));
+        let conn = got(block_on(shared.acquire(WAIT)));
+        releaser.join().unwrap();
+        assert_counts(&shared, 0, 1);
+        drop(conn);
+        assert_counts(&shared, 1, 0);
+    });
+}
+
+/// A return racing a waiter that gives up ("poll once, then drop"): the
+/// connection ends up idle exactly once and nobody is left counted as
+/// waiting; the next checkout gets it at once (`WAITERS` was cleared).
+#[test]
+fn loom_return_races_cancelled_waiter() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire().expect("one idle");
+        let mut get = Box::pin(shared.acquire(WAIT));
+        assert!(poll_once(get.as_mut()), "the stack starts empty");
+        let releaser = thread::spawn(move || drop(guard));
+        drop(get);
+        releaser.join().unwrap();
+        assert_counts(&shared, 1, 0);
+        assert!(shared.try_acquire().is_some(), "WAITERS left set");
+    });
+}
+
+/// Two queued checkouts, the second giving up while a connection comes
+/// back: the first (longest) waiter is served, and nothing is lost.
+#[test]
+fn loom_first_waiter_served_while_second_cancels() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire().expect("one idle");
+        let mut first = Box::pin(shared.acquire(WAIT));
+        let mut second = Box::pin(shared.acquire(WAIT));
+        assert!(poll_once(first.as_mut()));
+        assert!(poll_once(second.as_mut()));
+        let releaser = thread::spawn(move || drop(guard));
+        drop(second);
+        let conn = got(block_on(first.as_mut()));
+        releaser.join().unwrap();
+        assert_counts(&shared, 0, 1);
+        drop(conn);
+        assert_counts(&shared, 1, 0);
+    });
+}
+
+/// The deadline sweep (what the sweeper task runs) racing a handoff to the
+/// same waiter: the checkout either gets the connection or times out, and
+/// then the connection is idle; the waiting count comes back to zero.
+#[test]
+fn loom_sweep_races_handoff() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire().expect("one idle");
+        let mut get = Box::pin(shared.acquire(Duration::from_secs(1)));
+        assert!(poll_once(get.as_mut()));
+        let late = shared.clock().now().after(WAIT);
+        let s = shared.clone();
+        let releaser = thread::spawn(move || drop(guard));
+        let sweeper = thread::spawn(move || s.waiters().sweep(|| s.slots().clear_waiting(), late));
+        let outcome = block_on(get.as_mut());
+        releaser.join().unwrap();
+        assert_eq!(sweeper.join().unwrap(), None, "nothing left to sweep");
+        drop(get);
+        match outcome {
+            Ok(conn) => {
+                assert_counts(&shared, 0, 1);
+                drop(conn);
+            }
+            Err(PoolError::Timeout { .. }) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+        assert_counts(&shared, 1, 0);
+    });
+}
+
+/// Closing the pool while a checkout waits and a connection comes back:
+/// the connection is handed over, or closed by the closed stack, or closed
+/// with the idle chain; never lost or duplicated, and every slot is free
+/// once the caller lets go.
+#[test]
+fn loom_close_races_return_and_waiter() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire().expect("one idle");
+        let mut get = Box::pin(shared.acquire(WAIT));
+        assert!(poll_once(get.as_mut()));
+        let c = shared.clone();
+        let releaser = thread::spawn(move || drop(guard));
+        let closer = thread::spawn(move || c.shut());
+        let outcome = block_on(get.as_mut());
+        releaser.join().unwrap();
+        closer.join().unwrap();
+        drop(get);
+        match outcome {
+            Ok(conn) => drop(conn),
+            Err(PoolError::Closed) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+        assert_counts(&shared, 0, 0);
+        assert_eq!(shared.slots().open(), 0, "a slot was lost");
+    });
+}
+
+/// The store-buffering protocol between the waiter count and the connector
+/// count (see `Connector`): a caller queues while the only connector,
+/// finding no demand, leaves. Either the caller sees the connector gone
+/// and starts one, or the leaving connector sees the caller and starts
+/// one; never neither (the caller would wait for a connection nobody
+/// opens).
+#[test]
+fn loom_waiter_meets_leaving_connector() {
+    loom::model(|| {
+        let shared = pool(2, 0);
+        assert!(shared.connector().claim(1, || 1), "one connector runs");
+        let s = shared.clone();
+        let connector = thread::spawn(move || {
+            let running = s.connector().adopt();
+            s.connector_done(running);
+        });
+        let mut get = Box::pin(shared.acquire(WAIT));
+        assert!(poll_once(get.as_mut()), "nothing idle: it queues");
+        connector.join().unwrap();
+        assert!(
+            shared.connector().started() >= 1,
+            "a waiter is queued and no connector was started"
+        );
+        drop(get);
+    });
+}
+
+/// A connect given up (its `Reservation` dropped) while a caller queues:
+/// the slot comes back, and a connector is started for the caller.
+#[test]
+fn loom_reservation_dropped_while_waiter_queues() {
+    loom::model(|| {
+        let shared = pool(1, 0);
+        let reservation = shared.reserve().expect("a free slot");
+        let dropper = thread::spawn(move || drop(reservation));
+        let mut get = Box::pin(shared.acquire(WAIT));
+        assert!(poll_once(get.as_mut()), "nothing idle: it queues");
+        dropper.join().unwrap();
+        assert_eq!(shared.slots().open(), 0, "the slot came back");
+        assert!(
+            shared.connector().started() >= 1,
+            "a waiter is queued with a free slot and no connector"
+        );
+        drop(get);
+    });
+}

@@ -1,0 +1,197 @@
+//! [`Transaction`]: an owned transaction on a pooled connection, from
+//! `Pool::begin`.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use super::backend::SqlxConnection;
+use super::driver::Error;
+use super::driver_core::transaction::TransactionManager;
+use super::reset::Tm;
+use super::SqlxManager;
+use crate::{Pool, PoolError, PooledConnection};
+
+/// A transaction on a connection checked out of the pool, from
+/// [`Pool::begin`](crate::Pool::begin): owned, `Send` and `'static`, so it
+/// can be moved into a task or stored.
+///
+/// Derefs (mutably) to the connection, so `&mut *tx` is a sqlx executor.
+/// End it with [`commit`](Self::commit) or [`rollback`](Self::rollback);
+/// the connection then goes back to the pool. Dropped without either, the
+/// connection goes back with its transaction open, which the manager's
+/// reset rolls back (one round trip on PostgreSQL and MySQL) before anyone
+/// else can check it out.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "sqlx-sqlite")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use pool_core::managers::sqlx::SqlxManager;
+/// use pool_core::{Pool, PoolConfig};
+///
+/// let manager = SqlxManager::<sqlx::SqliteConnection>::from_url("sqlite::memory:")?;
+/// let pool = Pool::new(manager, PoolConfig::builder().max_size(1).build()?).await?;
+/// sqlx::query("CREATE TABLE t (x INTEGER)").execute(&pool).await?;
+///
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await?;
+/// tx.commit().await?;
+///
+/// let tx = pool.begin().await?;
+/// tokio::spawn(async move {
+///     let mut tx = tx;
+///     sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await?;
+///     drop(tx); // neither committed nor rolled back: rolled back
+///     Ok::<_, sqlx::Error>(())
+/// })
+/// .await??;
+///
+/// let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t").fetch_one(&pool).await?;
+/// assert_eq!(rows, 1);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "sqlx-sqlite"))]
+/// # fn main() {}
+/// ```
+pub struct Transaction<C: SqlxConnection> {
+    conn: PooledConnection<SqlxManager<C>>,
+}
+
+impl<C: SqlxConnection> Transaction<C> {
+    /// Commits the transaction and gives the connection back to the pool.
+    ///
+    /// # Errors
+    ///
+    /// The `COMMIT`'s error. The connection then goes back with its
+    /// transaction still counted by sqlx, so the pool rolls it back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelled, the connection goes back to the pool as if dropped: the
+    /// transaction is rolled back unless the `COMMIT` already took effect.
+    pub async fn commit(mut self) -> Result<(), Error> {
+        Tm::<C>::commit(&mut self.conn).await
+    }
+
+    /// Rolls the transaction back and gives the connection back to the
+    /// pool.
+    ///
+    /// # Errors
+    ///
+    /// The `ROLLBACK`'s error; the pool's reset then tries again or closes
+    /// the connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelled, the connection goes back to the pool as if dropped, and
+    /// the pool rolls the transaction back.
+    pub async fn rollback(mut self) -> Result<(), Error> {
+        Tm::<C>::rollback(&mut self.conn).await
+    }
+}
+
+impl<C: SqlxConnection> Deref for Transaction<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.conn
+    }
+}
+
+impl<C: SqlxConnection> DerefMut for Transaction<C> {
+    fn deref_mut(&mut self) -> &mut C {
+        &mut self.conn
+    }
+}
+
+impl<C: SqlxConnection> fmt::Debug for Transaction<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transaction")
+            .field("conn", &self.conn)
+            .finish()
+    }
+}
+
+/// Holds the connection while `Pool::begin` runs its `BEGIN`; dropped
+/// before that finished (the call was cancelled), it closes the connection
+/// where a transaction could be open that no cheap check sees.
+struct BeginGuard<C: SqlxConnection> {
+    /// `Some` until [`defuse`](Self::defuse).
+    conn: Option<PooledConnection<SqlxManager<C>>>,
+}
+
+impl<C: SqlxConnection> BeginGuard<C> {
+    fn conn(&mut self) -> &mut C {
+        match &mut self.conn {
+            Some(conn) => conn,
+            None => unreachable!("the guard holds its connection until defused"),
+        }
+    }
+
+    fn defuse(mut self) -> PooledConnection<SqlxManager<C>> {
+        match self.conn.take() {
+            Some(conn) => conn,
+            None => unreachable!("the guard holds its connection until defused"),
+        }
+    }
+}
+
+impl<C: SqlxConnection> Drop for BeginGuard<C> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if C::CLOSE_ON_CANCELLED_BEGIN {
+                conn.discard();
+            }
+        }
+    }
+}
+
+impl<C: SqlxConnection> Pool<SqlxManager<C>> {
+    /// Checks out a connection and begins a transaction on it, as sqlx's
+    /// `Pool::begin` does; the [`Transaction`] owns the connection.
+    ///
+    /// # Errors
+    ///
+    /// Checking out fails as `sqlx::Error::PoolTimedOut` or
+    /// `sqlx::Error::PoolClosed` (see [`into_sqlx_error`] for what the
+    /// timeout's details become); the `BEGIN` fails with sqlx's error, and
+    /// the connection goes back to the pool.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelled while waiting for a connection, nothing is lost. Cancelled
+    /// while the `BEGIN` is in flight, the connection is closed on
+    /// PostgreSQL and MySQL (a transaction may have opened that sqlx does not
+    /// count) and returned on SQLite, whose worker rolls back by itself.
+    pub async fn begin(&self) -> Result<Transaction<C>, Error> {
+        let conn = self.get().await.map_err(into_sqlx_error)?;
+        let mut guard = BeginGuard { conn: Some(conn) };
+        let begun = Tm::<C>::begin(guard.conn(), None).await;
+        // Finished, with or without error: a failed `BEGIN` left nothing
+        // open that the reset would not see, so the connection is returned.
+        let conn = guard.defuse();
+        begun.map(|()| Transaction { conn })
+    }
+}
+
+/// What a failed checkout becomes where sqlx's error type is expected (the
+/// pool as an executor, [`Pool::begin`](crate::Pool::begin)):
+/// `PoolError::Timeout` is `sqlx::Error::PoolTimedOut`, `Closed` is
+/// `PoolClosed`, `Backend(e)` is `e`.
+///
+/// `PoolTimedOut` carries nothing, so the timeout's details (how long, in
+/// which phase, the pool's counts, the last connect error) are logged at
+/// `debug` level under the `pool_core` target first. Call `Pool::get` for
+/// the full error.
+pub fn into_sqlx_error(error: PoolError<Error>) -> Error {
+    match error {
+        PoolError::Backend(e) => e,
+        PoolError::Closed => Error::PoolClosed,
+        e => {
+            tracing::debug!(error = %e, "checkout for a sqlx call failed");
+            Error::PoolTimedOut
+        }
+    }
+}

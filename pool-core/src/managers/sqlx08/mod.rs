@@ -1,0 +1,177 @@
+//! Pools sqlx 0.8 connections: the same [`SqlxManager<C>`],
+//! [`Transaction<C>`], `Pool::begin` and `Executor for &Pool` as
+//! `managers::sqlx` on sqlx 0.9, built from the same source
+//! over sqlx 0.8, for `PgConnection`, `MySqlConnection` and
+//! `SqliteConnection` behind the features `sqlx08-postgres`, `sqlx08-mysql`
+//! and `sqlx08-sqlite`.
+//!
+//! Name the sqlx 0.8 crate in your own `Cargo.toml` as usual
+//! (`sqlx = "0.8"`); its connection types are the ones this module pools.
+//! The module docs of `managers::sqlx` describe how a returned
+//! connection is cleaned; everything there holds here.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # #[cfg(feature = "sqlx08-postgres")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # use sqlx08 as sqlx;
+//! use pool_core::managers::sqlx08::SqlxManager;
+//! use pool_core::{Pool, PoolConfig};
+//!
+//! let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@db.internal/app")?;
+//! let pool = Pool::new(manager, PoolConfig::builder().max_size(8).build()?).await?;
+//! let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&pool).await?;
+//! # let _ = one;
+//! # Ok(())
+//! # }
+//! ```
+
+// The same source as `managers::sqlx`, on purpose: only `driver` differs.
+#![allow(clippy::duplicate_mod)]
+
+use ::sqlx08 as driver;
+use ::sqlx08_core as driver_core;
+
+/// A fixed SQL text as this sqlx's SQL string.
+#[cfg(any(feature = "sqlx08-postgres", feature = "sqlx08-mysql"))]
+fn static_sql(sql: &'static str) -> std::borrow::Cow<'static, str> {
+    sql.into()
+}
+
+/// A fixed SQL text to run as is, outside the statement cache.
+fn raw(sql: &'static str) -> driver::RawSql<'static> {
+    driver::raw_sql(sql)
+}
+
+/// The `Executor` methods whose signatures differ between sqlx 0.8 and 0.9.
+macro_rules! prepare_and_describe {
+    () => {
+        fn prepare_with<'e, 'q: 'e>(
+            self,
+            sql: &'q str,
+            parameters: &'e [<Db<C> as Database>::TypeInfo],
+        ) -> BoxFuture<'e, Result<<Db<C> as Database>::Statement<'q>, Error>>
+        where
+            'p: 'e,
+        {
+            let pool = self.clone();
+            Box::pin(async move {
+                let mut conn = pool.get().await.map_err(into_sqlx_error)?;
+                (&mut *conn).prepare_with(sql, parameters).await
+            })
+        }
+
+        #[doc(hidden)]
+        fn describe<'e, 'q: 'e>(
+            self,
+            sql: &'q str,
+        ) -> BoxFuture<'e, Result<super::driver::Describe<Db<C>>, Error>>
+        where
+            'p: 'e,
+        {
+            let pool = self.clone();
+            Box::pin(async move {
+                let mut conn = pool.get().await.map_err(into_sqlx_error)?;
+                (&mut *conn).describe(sql).await
+            })
+        }
+    };
+}
+
+/// `executor::Unnamed`, whose `Execute` signatures differ between sqlx 0.8
+/// and 0.9.
+macro_rules! unnamed_query {
+    () => {
+        /// A query through `&pool`. Behind a transaction pooler it runs as an
+        /// unnamed statement (`persistent() == false`, whatever the query
+        /// says), and its arguments are taken early to learn whether sqlx
+        /// will prepare it (see [`needs_transaction`](Self::needs_transaction)).
+        struct Unnamed<'q, DB: Database, E> {
+            query: E,
+            /// Whether the query may be kept as a named, cached statement:
+            /// `false` behind a transaction pooler.
+            keep: bool,
+            /// The arguments, when taken early.
+            taken: Option<Result<Option<DB::Arguments<'q>>, BoxDynError>>,
+            _query: PhantomData<&'q ()>,
+        }
+
+        impl<'q, DB: Database, E: Execute<'q, DB>> Unnamed<'q, DB, E> {
+            fn new(query: E, keep: bool) -> Self {
+                Self {
+                    query,
+                    keep,
+                    taken: None,
+                    _query: PhantomData,
+                }
+            }
+
+            /// Whether the query must run inside a transaction: behind a
+            /// transaction pooler, a query with arguments is prepared in one
+            /// round trip and bound in the next, which the pooler may send
+            /// to another server connection unless a transaction holds it.
+            fn needs_transaction(&mut self) -> bool {
+                if self.keep {
+                    return false;
+                }
+                let taken = self.query.take_arguments();
+                let prepared = !matches!(taken, Ok(None));
+                self.taken = Some(taken);
+                prepared
+            }
+        }
+
+        impl<'q, DB: Database, E: Execute<'q, DB>> Execute<'q, DB> for Unnamed<'q, DB, E> {
+            fn sql(&self) -> &'q str {
+                self.query.sql()
+            }
+
+            fn statement(&self) -> Option<&DB::Statement<'q>> {
+                self.query.statement()
+            }
+
+            fn take_arguments(&mut self) -> Result<Option<DB::Arguments<'q>>, BoxDynError> {
+                match self.taken.take() {
+                    Some(taken) => taken,
+                    None => self.query.take_arguments(),
+                }
+            }
+
+            fn persistent(&self) -> bool {
+                self.keep && self.query.persistent()
+            }
+        }
+    };
+}
+
+#[path = "../sqlx/backend.rs"]
+mod backend;
+#[path = "../sqlx/executor.rs"]
+mod executor;
+#[path = "../sqlx/manager.rs"]
+mod manager;
+#[cfg(feature = "sqlx08-mysql")]
+#[path = "../sqlx/mysql.rs"]
+mod mysql;
+#[path = "../sqlx/password.rs"]
+mod password;
+#[cfg(feature = "sqlx08-postgres")]
+#[path = "../sqlx/postgres.rs"]
+mod postgres;
+#[path = "../sqlx/reset.rs"]
+mod reset;
+#[cfg(any(feature = "sqlx08-postgres", feature = "sqlx08-mysql"))]
+#[path = "../sqlx/server_flag.rs"]
+mod server_flag;
+#[cfg(feature = "sqlx08-sqlite")]
+#[path = "../sqlx/sqlite.rs"]
+mod sqlite;
+#[path = "../sqlx/transaction.rs"]
+mod transaction;
+
+pub use backend::{SqlxConnection, SqlxPasswordConnection};
+pub use manager::SqlxManager;
+pub use password::{BoxError, PasswordProviderError};
+pub use reset::ResetMode;
+pub use transaction::{into_sqlx_error, Transaction};

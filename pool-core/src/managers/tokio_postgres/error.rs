@@ -1,0 +1,142 @@
+//! What [`PostgresManager`](super::PostgresManager) fails with, and the
+//! settings it refuses.
+
+use std::error::Error;
+use std::fmt;
+
+use crate::managers::fleet::{FleetBudgetConfigError, FleetBudgetExhausted};
+
+use super::ResetMode;
+
+/// A boxed error, as a password provider returns.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+/// Why opening, checking or resetting a connection failed.
+///
+/// `Display` is the driver's own text for [`Db`](Self::Db); the other cases
+/// say what failed. Never shows a password.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PgError {
+    /// The driver or the server failed.
+    Db(tokio_postgres::Error),
+    /// The password provider failed; its error is the source.
+    Password(BoxError),
+    /// The connection was opened but no ticket of its fleet budget was free,
+    /// so it was closed again. Not a database failure.
+    FleetBudget(FleetBudgetExhausted),
+    /// The manager's settings do not work together (see [`PgConfigError`]).
+    Config(PgConfigError),
+    /// [`PgClient::prepare_cached`](super::PgClient::prepare_cached) under
+    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction): a cached
+    /// named statement would outlive its transaction. Query with the text
+    /// instead (`conn.query(sql, params)`), which the pooled client runs as
+    /// an unnamed statement.
+    NamedStatementBehindPooler,
+}
+
+impl PgError {
+    /// The driver's error, if that is what this is.
+    pub fn as_db(&self) -> Option<&tokio_postgres::Error> {
+        match self {
+            Self::Db(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether a fleet budget had no free ticket.
+    pub fn is_fleet_budget_exhausted(&self) -> bool {
+        matches!(self, Self::FleetBudget(_))
+    }
+}
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Db(e) => fmt::Display::fmt(e, f),
+            Self::Password(e) => write!(f, "password provider failed: {e}"),
+            Self::FleetBudget(e) => fmt::Display::fmt(e, f),
+            Self::Config(e) => fmt::Display::fmt(e, f),
+            Self::NamedStatementBehindPooler => f.write_str(
+                "prepare_cached keeps a named statement across transactions, which a \
+                 transaction-mode pooler (PoolerMode::Transaction) does not allow; query with \
+                 the text instead",
+            ),
+        }
+    }
+}
+
+impl Error for PgError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            // Transparent: the driver's error is shown, its cause is next.
+            Self::Db(e) => e.source(),
+            Self::Password(e) => Some(&**e),
+            Self::FleetBudget(_) | Self::NamedStatementBehindPooler => None,
+            Self::Config(e) => e.source(),
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+/// Manager settings that cannot work together, refused when they are set
+/// ([`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode),
+/// [`PostgresManager::fleet_budget`](super::PostgresManager::fleet_budget))
+/// or, for an order that the infallible setters let through, by the first
+/// connect (so `Pool::new` fails with it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PgConfigError {
+    /// A reset that needs a server session (`ResetMode::Clean`:
+    /// `DISCARD`, `RESET ALL`, `UNLISTEN`, session authorization) behind a
+    /// transaction-mode pooler, where the next transaction may run on
+    /// another server connection.
+    SessionResetBehindPooler {
+        /// The reset mode refused.
+        reset_mode: ResetMode,
+    },
+    /// A fleet budget behind a transaction-mode pooler: its tickets are
+    /// advisory session locks, which would be taken on whichever server
+    /// connection ran the claim and belong to no client.
+    FleetBudgetBehindPooler,
+    /// The fleet budget itself is invalid.
+    FleetBudget(FleetBudgetConfigError),
+}
+
+impl fmt::Display for PgConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::SessionResetBehindPooler { reset_mode } => write!(
+                f,
+                "reset mode {reset_mode:?} needs a server session and cannot work behind a \
+                 transaction-mode pooler (PoolerMode::Transaction); use Rollback or RollbackAlways"
+            ),
+            Self::FleetBudgetBehindPooler => f.write_str(
+                "a fleet budget holds advisory session locks and cannot work behind a \
+                 transaction-mode pooler (PoolerMode::Transaction); budget the pooler's \
+                 server connections instead",
+            ),
+            Self::FleetBudget(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl Error for PgConfigError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::FleetBudget(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<PgConfigError> for PgError {
+    fn from(e: PgConfigError) -> Self {
+        Self::Config(e)
+    }
+}

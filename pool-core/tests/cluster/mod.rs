@@ -1,0 +1,323 @@
+//! Test support: a throw-away PostgreSQL cluster the test owns (start, stop,
+//! kill -9, restart), and the environment checks the server tests share.
+//!
+//! The cluster lives in a temporary directory on its own loopback port;
+//! `initdb` trusts the unix socket (the admin path) and checks passwords
+//! with SCRAM over TCP (the path the pools under test use). Run as root,
+//! the server runs as the `postgres` user through `runuser`, since
+//! PostgreSQL refuses to run as root. Every wait is bounded; `Drop` stops the
+//! server and removes the directory.
+//!
+//! The binaries come from `PG_BIN_DIR`, else the newest
+//! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long starting or stopping the server may take.
+const SERVER_WAIT: Duration = Duration::from_secs(30);
+
+/// `DATABASE_URL`.
+///
+/// # Panics
+///
+/// When it is unset: a test that needs the server was asked to run.
+pub fn database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "DATABASE_URL is not set: this test needs PostgreSQL \
+             (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test)"
+        ),
+    }
+}
+
+/// The path of an executable, checked to exist.
+///
+/// # Panics
+///
+/// When it does not exist, naming what to install.
+pub fn require_binary(path: &Path, what: &str) -> PathBuf {
+    assert!(
+        path.is_file(),
+        "{} not found: this test needs {what}",
+        path.display()
+    );
+    path.to_path_buf()
+}
+
+/// A free TCP port on 127.0.0.1 (free when this returns).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pc-{tag}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temp dir");
+    dir
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The directory of the PostgreSQL server binaries.
+///
+/// # Panics
+///
+/// When none is found.
+pub fn pg_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            Some((v, e.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("initdb").is_file())
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return bin;
+    }
+    let out = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .unwrap_or_else(|| {
+            panic!(
+                "PostgreSQL server binaries (initdb, pg_ctl) not found: this test needs them \
+                 (install postgresql, or set PG_BIN_DIR)"
+            )
+        });
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A PostgreSQL cluster owned by one test.
+#[derive(Debug)]
+pub struct Cluster {
+    dir: PathBuf,
+    data: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl Cluster {
+    /// `initdb` and start a cluster: superuser `postgres`, trusted over the
+    /// unix socket in [`socket_dir`](Self::socket_dir), SCRAM passwords over
+    /// TCP on 127.0.0.1:[`port`](Self::port).
+    ///
+    /// # Panics
+    ///
+    /// When the binaries are missing or the server does not start in time.
+    pub fn start() -> Cluster {
+        let bin = pg_bin_dir();
+        require_binary(&bin.join("initdb"), "PostgreSQL binaries (initdb)");
+        let dir = temp_dir("cluster");
+        let as_postgres = is_root();
+        if as_postgres {
+            chown_to_postgres(&dir);
+        }
+        let cluster = Cluster {
+            data: dir.join("data"),
+            dir,
+            bin,
+            port: free_port(),
+            as_postgres,
+        };
+        let out = cluster
+            .command("initdb")
+            .args(["-U", "postgres", "-A", "trust", "--auth-host=scram-sha-256"])
+            .args(["--no-sync", "-E", "UTF8", "--locale=C", "-D"])
+            .arg(&cluster.data)
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cluster.start_server();
+        cluster
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let path = self.bin.join(tool);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn start_server(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100",
+            self.port,
+            self.dir.display()
+        );
+        let deadline = Instant::now() + SERVER_WAIT;
+        loop {
+            let out = self
+                .command("pg_ctl")
+                .args(["start", "-w", "-t", "30", "-D"])
+                .arg(&self.data)
+                .arg("-l")
+                .arg(self.dir.join("server.log"))
+                .args(["-o", &options])
+                .stdout(Stdio::null())
+                .output()
+                .expect("run pg_ctl start");
+            if out.status.success() {
+                return;
+            }
+            // After a kill -9 the old backends may hold the shared memory
+            // for a moment: try again until the deadline.
+            assert!(
+                Instant::now() < deadline,
+                "the test cluster did not start: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The directory of the unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Connection settings for the superuser over the unix socket (trusted).
+    pub fn admin_config(&self) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host_path(&self.dir)
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres");
+        c
+    }
+
+    /// Connection settings for `user` over TCP (a password is required).
+    pub fn tcp_config(&self, user: &str, dbname: &str) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host("127.0.0.1")
+            .port(self.port)
+            .user(user)
+            .dbname(dbname);
+        c
+    }
+
+    /// A superuser client over the unix socket, its connection driven on the
+    /// current runtime.
+    pub async fn admin(&self) -> tokio_postgres::Client {
+        let (client, connection) = self
+            .admin_config()
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("admin connection to the test cluster");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+    }
+
+    /// The postmaster's process id, from `postmaster.pid`.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Fast shutdown (open sessions are ended), bounded in time.
+    pub fn stop(&self) {
+        let _ = self
+            .command("pg_ctl")
+            .args(["stop", "-m", "fast", "-w", "-t", "30", "-D"])
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// `kill -9` of the postmaster: no shutdown, sockets dropped by the
+    /// kernel; its backends exit when they notice.
+    pub fn kill9(&self) {
+        if let Some(pid) = self.postmaster_pid() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let deadline = Instant::now() + SERVER_WAIT;
+            while process_alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// Starts the server again on the same port and data (after `stop` or
+    /// `kill9`).
+    pub fn restart(&self) {
+        self.start_server();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+        if self.postmaster_pid().is_some_and(process_alive) {
+            self.kill9();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn process_alive(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn chown_to_postgres(dir: &Path) {
+    let ok = Command::new("chown")
+        .arg("postgres:")
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "chown {} to the postgres user", dir.display());
+}

@@ -1,0 +1,22 @@
+//! `SqlxManager<MySqlConnection>` on sqlx 0.8 against a real MariaDB or
+//! MySQL (`MYSQL_URL`): transactions left open are rolled back before
+//! reuse, and the pool works as sqlx's own (`&pool` as an executor,
+//! `pool.begin()`). The test bodies are shared with the other sqlx
+//! version's file, in `sqlx_shared/`.
+#![cfg(feature = "sqlx08-mysql")]
+
+mod common;
+
+mod drivers {
+    pub use ::sqlx08 as sqlx;
+    pub use pool_core::managers::sqlx08 as pool_sqlx;
+}
+
+#[path = "sqlx_shared/require.rs"]
+mod require;
+
+#[path = "sqlx_shared/mysql.rs"]
+mod manager;
+
+#[path = "sqlx_shared/mysql_dropin.rs"]
+mod dropin;

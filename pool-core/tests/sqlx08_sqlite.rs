@@ -1,0 +1,19 @@
+//! `SqlxManager<SqliteConnection>` on sqlx 0.8, on temporary files and in
+//! memory: transactions left open are rolled back before reuse, and the
+//! pool works as sqlx's own (`&pool` as an executor, `pool.begin()`). The
+//! test bodies are shared with the other sqlx version's file, in
+//! `sqlx_shared/`.
+#![cfg(feature = "sqlx08-sqlite")]
+
+mod common;
+
+mod drivers {
+    pub use ::sqlx08 as sqlx;
+    pub use pool_core::managers::sqlx08 as pool_sqlx;
+}
+
+#[path = "sqlx_shared/sqlite.rs"]
+mod manager;
+
+#[path = "sqlx_shared/sqlite_dropin.rs"]
+mod dropin;

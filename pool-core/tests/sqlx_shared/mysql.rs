@@ -1,0 +1,271 @@
+//! `SqlxManager<MySqlConnection>` against a real MariaDB/MySQL (`MYSQL_URL`):
+//! a connection returned inside a transaction is rolled back before reuse.
+
+use std::time::Duration;
+
+use crate::common::{bounded, unique_tag};
+use crate::drivers::pool_sqlx::{ResetMode, SqlxManager};
+use crate::drivers::sqlx;
+use crate::drivers::sqlx::{Connection, Executor, MySqlConnection};
+use futures::FutureExt;
+use pool_core::{ManageConnection, Pool, PoolConfig};
+
+/// The table the tests write to, as a literal for `concat!` (sqlx 0.9 takes
+/// only literal SQL text without `AssertSqlSafe`, which 0.8 lacks).
+macro_rules! table {
+    () => {
+        "pool_core_sqlx_mysql_reset"
+    };
+}
+
+async fn manager(mode: ResetMode) -> SqlxManager<MySqlConnection> {
+    let url = crate::require::url("MYSQL_URL");
+    let manager = SqlxManager::<MySqlConnection>::from_url(&url)
+        .expect("MYSQL_URL parses")
+        .reset_mode(mode);
+    let mut conn = manager.connect().await.expect("MariaDB is reachable");
+    conn.execute(concat!(
+        "CREATE TABLE IF NOT EXISTS ",
+        table!(),
+        " (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(128) NOT NULL)"
+    ))
+    .await
+    .unwrap();
+    manager
+}
+
+async fn insert(conn: &mut MySqlConnection, tag: &str) {
+    sqlx::query(concat!("INSERT INTO ", table!(), " (tag) VALUES (?)"))
+        .bind(tag)
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
+/// Rows with `tag`, as another session sees them (committed ones only).
+async fn committed_rows(monitor: &mut MySqlConnection, tag: &str) -> i64 {
+    sqlx::query_scalar(concat!("SELECT COUNT(*) FROM ", table!(), " WHERE tag = ?"))
+        .bind(tag)
+        .fetch_one(monitor)
+        .await
+        .unwrap()
+}
+
+async fn server_in_transaction(conn: &mut MySqlConnection) -> bool {
+    let flag: u64 = sqlx::query_scalar("SELECT @@in_transaction")
+        .fetch_one(conn)
+        .await
+        .unwrap();
+    flag != 0
+}
+
+async fn give_back(manager: &SqlxManager<MySqlConnection>, conn: &mut MySqlConnection) -> bool {
+    let dirty = manager.needs_reset(conn);
+    if dirty {
+        manager.reset(conn).await.expect("reset succeeds");
+    }
+    dirty
+}
+
+/// Asserts that what was written in the abandoned transaction is gone and
+/// that the next user's writes commit on their own (no transaction open).
+async fn assert_clean(monitor: &mut MySqlConnection, conn: &mut MySqlConnection, tag: &str) {
+    assert!(!server_in_transaction(conn).await);
+    assert_eq!(
+        committed_rows(monitor, tag).await,
+        0,
+        "abandoned write was rolled back"
+    );
+    let next = format!("{tag}-next");
+    insert(conn, &next).await;
+    assert_eq!(
+        committed_rows(monitor, &next).await,
+        1,
+        "next write commits by itself"
+    );
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn clean_returns_need_no_reset() {
+    let manager = manager(ResetMode::Tracked).await;
+    bounded(async {
+        let mut conn = manager.connect().await.unwrap();
+        manager.is_valid(&mut conn).await.unwrap();
+        assert!(!manager.needs_reset(&mut conn));
+        let mut tx = conn.begin().await.unwrap();
+        insert(&mut tx, &unique_tag("mysql-clean")).await;
+        tx.commit().await.unwrap();
+        assert!(!manager.needs_reset(&mut conn));
+    })
+    .await;
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn dropped_transaction_is_rolled_back() {
+    let manager = manager(ResetMode::Tracked).await;
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let mut conn = manager.connect().await.unwrap();
+        let tag = unique_tag("mysql-dropped");
+
+        let mut tx = conn.begin().await.unwrap();
+        insert(&mut tx, &tag).await;
+        drop(tx);
+
+        assert!(give_back(&manager, &mut conn).await);
+        assert_clean(&mut monitor, &mut conn, &tag).await;
+    })
+    .await;
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn forgotten_nested_transactions_are_rolled_back() {
+    let manager = manager(ResetMode::Tracked).await;
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let mut conn = manager.connect().await.unwrap();
+        let tag = unique_tag("mysql-forgotten");
+
+        let mut tx = conn.begin().await.unwrap();
+        insert(&mut tx, &tag).await;
+        let inner = tx.begin().await.unwrap();
+        std::mem::forget(inner);
+        std::mem::forget(tx);
+
+        assert!(give_back(&manager, &mut conn).await);
+        assert_clean(&mut monitor, &mut conn, &tag).await;
+    })
+    .await;
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn raw_begin_is_caught_in_strict_mode() {
+    let manager = manager(ResetMode::Strict).await;
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let mut conn = manager.connect().await.unwrap();
+        let tag = unique_tag("mysql-raw");
+
+        conn.execute("BEGIN").await.unwrap();
+        insert(&mut conn, &tag).await;
+        assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
+
+        assert!(give_back(&manager, &mut conn).await);
+        assert_clean(&mut monitor, &mut conn, &tag).await;
+    })
+    .await;
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn cancelled_begins_are_caught_in_strict_mode() {
+    let manager = manager(ResetMode::Strict).await;
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let mut conn = manager.connect().await.unwrap();
+        for round in 0..30u64 {
+            if round % 2 == 0 {
+                let _ = conn.begin().now_or_never();
+            } else {
+                let limit = Duration::from_micros(25 * round);
+                let _ = tokio::time::timeout(limit, conn.begin()).await;
+            }
+            assert!(give_back(&manager, &mut conn).await);
+            let tag = unique_tag("mysql-cancelled");
+            assert_clean(&mut monitor, &mut conn, &tag).await;
+        }
+    })
+    .await;
+}
+
+/// A pool of one connection, so every checkout gets the same session.
+async fn single(manager: SqlxManager<MySqlConnection>) -> Pool<SqlxManager<MySqlConnection>> {
+    let config = PoolConfig::builder()
+        .name("mysql-reset")
+        .max_size(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    Pool::new(manager, config)
+        .await
+        .expect("MariaDB is reachable")
+}
+
+async fn session_id(conn: &mut MySqlConnection) -> u64 {
+    sqlx::query_scalar("SELECT CONNECTION_ID()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_runs_concurrent_queries_within_max_size() {
+    let manager = manager(ResetMode::Tracked).await;
+    bounded(async {
+        let config = PoolConfig::builder()
+            .name("mysql-concurrency")
+            .max_size(3)
+            .acquire_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let pool = Pool::new(manager, config).await.unwrap();
+        let tag = unique_tag("mysql-concurrent");
+        let tasks: Vec<_> = (0..24)
+            .map(|_| {
+                let (pool, tag) = (pool.clone(), tag.clone());
+                tokio::spawn(async move {
+                    for _ in 0..5 {
+                        let mut conn = pool.get().await.unwrap();
+                        let m = pool.metrics();
+                        assert!(m.total <= m.max_size, "{m:?}");
+                        insert(&mut conn, &tag).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut conn = pool.get().await.unwrap();
+        assert_eq!(committed_rows(&mut conn, &tag).await, 24 * 5);
+        drop(conn);
+        let m = pool.metrics();
+        assert!(m.total <= 3 && m.in_use == 0, "{m:?}");
+        pool.close().await;
+    })
+    .await;
+}
+
+#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[tokio::test]
+async fn pool_rolls_back_dropped_and_raw_transactions() {
+    let manager = manager(ResetMode::Strict).await;
+    bounded(async {
+        let mut monitor = manager.connect().await.unwrap();
+        let pool = single(manager).await;
+        let id = session_id(&mut pool.get().await.unwrap()).await;
+        for round in 0..6 {
+            let tag = unique_tag("mysql-pool-reset");
+            {
+                let mut conn = pool.get().await.unwrap();
+                if round % 2 == 0 {
+                    let mut tx = conn.begin().await.unwrap();
+                    insert(&mut tx, &tag).await;
+                    drop(tx);
+                } else {
+                    conn.execute("BEGIN").await.unwrap();
+                    insert(&mut conn, &tag).await;
+                }
+            }
+            let mut conn = pool.get().await.unwrap();
+            assert_eq!(session_id(&mut conn).await, id, "same session reused");
+            assert_clean(&mut monitor, &mut conn, &tag).await;
+        }
+    })
+    .await;
+}
