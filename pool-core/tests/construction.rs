@@ -1,6 +1,9 @@
 //! `new` opens connections up front and fails fast; `new_lazy` opens
 //! nothing until needed.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;

@@ -2,6 +2,9 @@
 //! `before_acquire` at checkout and `after_release` at return, each able to
 //! reject the connection.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,9 @@
 //! `Pool::metrics()`: the snapshot invariant under concurrent load, counters
 //! that add up, and acquire-wait percentiles against a known distribution.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,6 +2,9 @@
 //! detach, timeout, cancel, broken and dirty returns, failing connects and
 //! soft eviction, checking the pool's invariants after every step.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;

@@ -1,6 +1,9 @@
 //! The return path: broken connections are closed, dirty ones reset eagerly
 //! before anyone else gets them, and a failed reset closes the connection.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;

@@ -1,6 +1,9 @@
 //! Checkout validation: skipped inside the bypass window; a connection that
 //! fails is closed and the caller gets another one within its timeout.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;
