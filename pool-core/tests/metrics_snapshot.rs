@@ -79,7 +79,7 @@ async fn every_snapshot_is_consistent_under_concurrent_load() {
                 if done.load(Ordering::SeqCst) {
                     return samples;
                 }
-                if samples % 64 == 0 {
+                if samples.is_multiple_of(64) {
                     tokio::task::yield_now().await;
                 }
             }
