@@ -98,7 +98,10 @@ pub(crate) struct Links(Box<[AtomicU16]>);
 
 impl Links {
     pub(crate) fn new(len: usize) -> Self {
-        debug_assert!(len < usize::from(NIL), "index {NIL} is reserved for NIL");
+        debug_assert!(
+            len <= usize::from(NIL),
+            "indices 0..len must stay below NIL ({NIL})"
+        );
         Self((0..len).map(|_| AtomicU16::new(NIL)).collect())
     }
 

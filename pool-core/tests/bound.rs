@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pool_core::Pool;
-use support::{assert_consistent, config, Mock};
+use support::{assert_bounds, assert_settled, config, Mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
@@ -21,14 +21,19 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (pool, stop) = (pool.clone(), stop.clone());
+        // Checks the bound and the accounting (see `assert_bounds`) while
+        // the tasks run on the other worker; a failed check fails the test
+        // through the join below.
         tokio::spawn(async move {
             let mut samples = 0u32;
+            let mut saw_in_use = false;
             while !stop.load(Ordering::SeqCst) && samples < 1_000_000 {
-                assert_consistent(&pool.metrics());
+                assert_bounds(&pool);
+                saw_in_use |= pool.metrics().in_use > 0;
                 samples += 1;
                 tokio::task::yield_now().await;
             }
-            samples
+            (samples, saw_in_use)
         })
     };
     let mut tasks = Vec::new();
@@ -61,14 +66,17 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
         t.await.unwrap();
     }
     stop.store(true, Ordering::SeqCst);
-    assert!(watcher.await.unwrap() > 0);
+    let (samples, saw_in_use) = watcher.await.unwrap();
+    assert!(samples > 0);
+    assert!(saw_in_use, "the watcher never sampled the pool under load");
     assert!(
         mock.script.max_alive() <= 8,
         "max alive {}",
         mock.script.max_alive()
     );
+    support::until(|| pool.metrics().opening == 0).await;
+    assert_settled(&pool);
     let m = pool.metrics();
-    assert_consistent(&m);
     assert_eq!(m.in_use, 0);
     assert_eq!(m.acquire_count, 64 * 300);
 }
@@ -103,7 +111,7 @@ async fn bound_holds_while_connects_fail_and_succeed() {
                     tokio::task::yield_now().await;
                     drop(c);
                 }
-                assert_consistent(&pool.metrics());
+                assert_bounds(&pool);
             }
         }));
     }
@@ -112,7 +120,8 @@ async fn bound_holds_while_connects_fail_and_succeed() {
     }
     flipper.await.unwrap();
     assert!(mock.script.max_alive() <= 4);
+    support::until(|| pool.metrics().opening == 0).await;
+    assert_settled(&pool);
     let m = pool.metrics();
     assert_eq!(m.in_use, 0);
-    assert!(m.total <= 4);
 }

@@ -1,6 +1,9 @@
 //! `new` opens connections up front and fails fast; `new_lazy` opens
 //! nothing until needed.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;
@@ -116,4 +119,32 @@ async fn a_failed_new_starts_no_other_connect() {
     assert!(err.is_err());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(mock.script.connects(), 1);
+}
+
+/// The largest valid pool works: slot indices 0..=65534 are all usable and
+/// the stacks' empty marker (65535) is never one of them.
+#[tokio::test]
+async fn a_pool_at_max_pool_size_gets_returns_and_reports() {
+    let max = pool_core::MAX_POOL_SIZE;
+    let mock = Mock::default();
+    let pool = Pool::new(mock.clone(), config(max).build().unwrap())
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(pool.get().await.unwrap());
+    }
+    let m = pool.metrics();
+    assert_eq!((m.max_size, m.in_use, m.total), (max, 3, 3), "{m:?}");
+    drop(held);
+    let m = pool.metrics();
+    assert_eq!((m.idle, m.in_use, m.total), (3, 0, 3), "{m:?}");
+    assert_eq!(m.acquire_count, 3);
+    assert_eq!(i64::from(m.total), mock.script.alive());
+    let conn = pool.get().await.unwrap();
+    assert!(
+        conn.id < 3,
+        "an idle connection is reused, got #{}",
+        conn.id
+    );
 }

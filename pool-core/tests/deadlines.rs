@@ -2,6 +2,9 @@
 //! waiter: each waiter still times out at its own deadline, whatever the
 //! order in which they queued.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::time::Duration;

@@ -156,10 +156,9 @@ fn deadpool_pg(url: &str, method: RecyclingMethod) -> deadpool_postgres::Manager
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
-    let Some(url) = pg_env::database_url("deadpool_postgres_concurrent") else {
-        return;
-    };
+    let url = pg_env::database_url("deadpool_postgres_concurrent");
     const MAX: u32 = 3;
     let manager = DeadpoolManager::new(deadpool_pg(&url, RecyclingMethod::Verified));
     let pool = Pool::new(manager, config(MAX)).await.expect("pool");
@@ -197,10 +196,9 @@ async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 async fn deadpool_postgres_clean_recycling_and_dead_connections() {
-    let Some(url) = pg_env::database_url("deadpool_postgres_clean") else {
-        return;
-    };
+    let url = pg_env::database_url("deadpool_postgres_clean");
     let admin = pg_env::admin(&url).await;
     let manager = DeadpoolManager::new(deadpool_pg(&url, RecyclingMethod::Clean));
     let pool = Pool::new(manager, config(1)).await.expect("pool");

@@ -1,6 +1,9 @@
 //! Every documented `PoolError` variant is produced, and the timeout's
 //! message carries the wait, the counts and the last error.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::error::Error;

@@ -1,6 +1,9 @@
 //! Waiters are served first come, first served, by a direct handoff that
 //! wakes them (no polling).
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::{Arc, Mutex};

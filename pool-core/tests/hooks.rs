@@ -2,6 +2,9 @@
 //! `before_acquire` at checkout and `after_release` at return, each able to
 //! reject the connection.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -140,10 +143,10 @@ async fn before_acquire_can_reject_and_the_caller_gets_another() {
     assert_eq!(pool.metrics().evictions.hook, 2);
 }
 
-/// On the real clock: with every check failing, the pool keeps replacing
-/// the connection until the caller's deadline (a paused clock would never
-/// reach it, since a runnable task is always ready).
-#[tokio::test]
+/// With every check failing, the pool keeps replacing the connection,
+/// paced by the connect back-off, until the caller's deadline (on the
+/// paused clock, which jumps over the back-off's sleeps).
+#[tokio::test(start_paused = true)]
 async fn before_acquire_errors_close_the_connection_and_become_the_last_error() {
     let hooks = Recording::default();
     hooks.0.error_acquire.store(true, Ordering::SeqCst);
@@ -165,8 +168,9 @@ async fn before_acquire_errors_close_the_connection_and_become_the_last_error() 
 
 /// A hook that turns every connection down: the replacements are paced by
 /// the connect back-off (5 ms, doubling), not opened as fast as the server
-/// answers until the caller's deadline.
-#[tokio::test]
+/// answers until the caller's deadline. On the paused clock, so the count
+/// does not depend on how fast this machine is.
+#[tokio::test(start_paused = true)]
 async fn a_hook_rejecting_everything_does_not_churn_connections() {
     let hooks = Recording::default();
     let mock = Mock::default();

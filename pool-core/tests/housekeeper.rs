@@ -3,6 +3,9 @@
 //! last handle goes, and checkout not depending on it. All on tokio's paused
 //! clock: sleeps advance virtual time, so nothing depends on machine speed.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::collections::BTreeSet;

@@ -5,6 +5,9 @@
 //! layer installed for the test's thread (tests run on a current-thread
 //! runtime, so the housekeeper logs there too).
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::io;

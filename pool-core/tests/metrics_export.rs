@@ -8,6 +8,9 @@
 //! (`metrics::with_local_recorder`): tests do not see each other's series.
 #![cfg(feature = "metrics")]
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,9 @@
 //! The return path: broken connections are closed, dirty ones reset eagerly
 //! before anyone else gets them, and a failed reset closes the connection.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;
@@ -9,14 +12,9 @@ use std::time::Duration;
 use pool_core::Pool;
 use support::{config, Mock};
 
+/// Waits for the return path to finish (bounded; see `support::eventually`).
 async fn settle(pool: &Pool<Mock>) {
-    for _ in 0..1_000 {
-        if pool.metrics().in_use == 0 {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("return did not complete: {:?}", pool.metrics());
+    support::eventually("the return completes", || pool.metrics().in_use == 0).await;
 }
 
 #[tokio::test]
@@ -35,7 +33,7 @@ async fn broken_return_is_closed() {
     assert_ne!(pool.get().await.unwrap().id, id);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dirty_return_is_reset_eagerly_before_reuse() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(5, Ordering::SeqCst);
@@ -48,16 +46,17 @@ async fn dirty_return_is_reset_eagerly_before_reuse() {
     drop(conn);
     // Not idle while dirty: nobody can take it before the reset.
     assert!(pool.try_get().is_none());
-    // Reset runs without anyone asking for the connection.
+    // Reset runs without anyone asking for the connection (the paused
+    // clock jumps over its 5 ms once every task waits on a timer).
     settle(&pool).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(mock.script.resets.load(Ordering::SeqCst), 1);
+    support::eventually("the reset connection is idle", || pool.metrics().idle == 1).await;
     let conn = pool.get().await.unwrap();
     assert_eq!(conn.id, id, "a reset connection is kept");
     assert!(!conn.dirty);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_waiter_gets_the_connection_only_after_its_reset() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(10, Ordering::SeqCst);
@@ -81,7 +80,7 @@ async fn a_waiter_gets_the_connection_only_after_its_reset() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn failed_reset_closes_the_connection() {
     let mock = Mock::default();
     mock.script.set(&mock.script.fail_reset, true);
@@ -93,12 +92,10 @@ async fn failed_reset_closes_the_connection() {
     conn.dirty = true;
     drop(conn);
     settle(&pool).await;
-    for _ in 0..100 {
-        if pool.metrics().evictions.reset_failed == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    support::eventually("the failed reset is counted", || {
+        pool.metrics().evictions.reset_failed == 1
+    })
+    .await;
     let m = pool.metrics();
     assert_eq!((m.total, m.evictions.reset_failed), (0, 1), "{m:?}");
     assert_eq!(mock.script.alive(), 0);

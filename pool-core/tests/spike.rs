@@ -1,6 +1,9 @@
 //! Demand-driven creation: a burst against short queries is served by
 //! returns, not by a connection per request (HikariCP's "spike demand").
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;

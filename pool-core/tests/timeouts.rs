@@ -3,6 +3,9 @@
 //! first connect ran past `connect_timeout`. On tokio's paused clock, so
 //! the waited times are exact.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::error::Error;

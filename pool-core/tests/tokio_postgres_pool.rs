@@ -42,10 +42,9 @@ async fn connections_on_server(admin: &tokio_postgres::Client, tag: &str) -> i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 async fn concurrent_queries_stay_within_the_bound() {
-    let Some(url) = pg_env::database_url("concurrent_queries") else {
-        return;
-    };
+    let url = pg_env::database_url("concurrent_queries");
     const MAX: u32 = 4;
     const TASKS: usize = 32;
     const QUERIES: usize = 10;
@@ -103,10 +102,9 @@ async fn concurrent_queries_stay_within_the_bound() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 async fn dropped_transaction_is_never_handed_out_still_open() {
-    let Some(url) = pg_env::database_url("dropped_transaction_pool") else {
-        return;
-    };
+    let url = pg_env::database_url("dropped_transaction_pool");
     let tag = pg_env::table("tx_tp");
     let admin = pg_env::admin(&url).await;
     // One connection, so the next checkout is surely the same one.
@@ -174,10 +172,9 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
 async fn timed_out_query_does_not_delay_the_next_checkout() {
-    let Some(url) = pg_env::database_url("timed_out_query_pool") else {
-        return;
-    };
+    let url = pg_env::database_url("timed_out_query_pool");
     let tag = pg_env::table("abandon_tp");
     let pool = Pool::new(manager(&url, &tag), config(1))
         .await

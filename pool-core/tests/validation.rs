@@ -1,6 +1,9 @@
 //! Checkout validation: skipped inside the bypass window; a connection that
 //! fails is closed and the caller gets another one within its timeout.
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 mod support;
 
 use std::sync::atomic::Ordering;
@@ -45,7 +48,7 @@ async fn zero_bypass_validates_every_checkout() {
     assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 5);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_connection_is_replaced_within_the_same_get() {
     let mock = Mock::default();
     let pool = Pool::new(
@@ -77,8 +80,9 @@ async fn invalid_connection_is_replaced_within_the_same_get() {
 
 /// A server that accepts connections and then fails every ping: the pool
 /// paces the replacements with the connect back-off instead of reconnecting
-/// in a tight loop until the caller's deadline.
-#[tokio::test]
+/// in a tight loop until the caller's deadline. On the paused clock, so the
+/// count does not depend on how fast this machine is.
+#[tokio::test(start_paused = true)]
 async fn failing_every_ping_does_not_churn_connections() {
     let mock = Mock::default();
     let pool = Pool::new(

@@ -1,31 +1,27 @@
 //! Where the PostgreSQL tests find their server.
 //!
-//! Tests read `DATABASE_URL`. Without it they print why and return early,
-//! except under CI (`CI` set), where a missing server is a failure.
+//! Every test that needs the server is `#[ignore]`d with the reason, so a
+//! run without a database shows it as ignored; `scripts/test.sh` passes
+//! `--include-ignored` when `DATABASE_URL` and `MYSQL_URL` are set. A test
+//! that runs without `DATABASE_URL` fails with a message saying so.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
-/// `DATABASE_URL`, or `None` (after printing a reason) when it is unset
-/// outside CI.
+/// `DATABASE_URL`.
 ///
 /// # Panics
 ///
-/// When `CI` is set and `DATABASE_URL` is not: CI must run these tests.
-pub fn database_url(test: &str) -> Option<String> {
+/// When it is unset or empty: the test was asked to run (it is ignored
+/// otherwise), so a missing server is a failure, never a silent pass.
+pub fn database_url(test: &str) -> String {
     match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "{test}: DATABASE_URL is not set but CI is; CI must run the PostgreSQL tests \
-             (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test)"
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "{test} needs PostgreSQL but DATABASE_URL is not set \
+             (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test); \
+             without a server, run the tests without --include-ignored"
         ),
-        _ => {
-            eprintln!(
-                "skipping {test}: DATABASE_URL is not set \
-                 (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test)"
-            );
-            None
-        }
     }
 }
 

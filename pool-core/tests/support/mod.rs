@@ -2,11 +2,13 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pool_core::{async_trait, ManageConnection, PoolConfig, ValidationMode};
+use pool_core::{
+    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, ValidationMode,
+};
 
 /// What the mock's connections and calls did, shared with the test.
 #[derive(Debug, Default)]
@@ -18,6 +20,20 @@ pub struct Script {
     pub alive: AtomicI64,
     /// Highest `alive` ever seen.
     pub max_alive: AtomicI64,
+    /// Connections closed (dropped) so far; counted after `alive` went down.
+    pub closed: AtomicU64,
+    /// `connect` calls in flight now, and the most ever in flight at once.
+    pub connecting: AtomicI64,
+    pub max_connecting: AtomicI64,
+    /// Scripted behaviour of each manager call (all `Ok` by default); the
+    /// flags and delays below still apply on top of an `Ok`.
+    pub on_connect: Act,
+    pub on_is_valid: Act,
+    pub on_reset: Act,
+    /// Synchronous checks: `Err` means "yes" (broken / needs a reset),
+    /// `Panic` panics, `Slow` and `Never` do not apply.
+    pub on_has_broken: Act,
+    pub on_needs_reset: Act,
     pub connect_delay_ms: AtomicU64,
     pub fail_connect: AtomicBool,
     pub fail_valid: AtomicBool,
@@ -37,6 +53,12 @@ impl Script {
     }
     pub fn max_alive(&self) -> i64 {
         self.max_alive.load(Ordering::SeqCst)
+    }
+    pub fn closed(&self) -> u64 {
+        self.closed.load(Ordering::SeqCst)
+    }
+    pub fn max_connecting(&self) -> i64 {
+        self.max_connecting.load(Ordering::SeqCst)
     }
     pub fn connects(&self) -> u64 {
         self.connects.load(Ordering::SeqCst)
@@ -85,11 +107,97 @@ impl fmt::Debug for Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        // `alive` first, `closed` last: `assert_bounds` relies on this order.
         self.script.alive.fetch_sub(1, Ordering::SeqCst);
         let lived = self.opened_at.elapsed();
         if let Ok(mut lifetimes) = self.script.lifetimes.lock() {
             lifetimes.push(lived);
         }
+        self.script.closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What a scripted call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Behaviour {
+    /// Succeeds at once.
+    Ok = 0,
+    /// Fails at once.
+    Err = 1,
+    /// Succeeds after [`SLOW`].
+    Slow = 2,
+    /// Never finishes (only a timeout or a cancellation ends it).
+    Never = 3,
+    /// Panics.
+    Panic = 4,
+}
+
+impl Behaviour {
+    pub const ALL: [Behaviour; 5] = [Self::Ok, Self::Err, Self::Slow, Self::Never, Self::Panic];
+}
+
+/// How long a [`Behaviour::Slow`] call takes.
+pub const SLOW: Duration = Duration::from_millis(30);
+
+/// The message of every scripted panic (a test can recognise it).
+pub const SCRIPTED_PANIC: &str = "scripted panic";
+
+/// One call's scripted [`Behaviour`], changeable while the pool runs.
+#[derive(Debug, Default)]
+pub struct Act(AtomicU8);
+
+impl Act {
+    pub fn set(&self, b: Behaviour) {
+        self.0.store(b as u8, Ordering::SeqCst);
+    }
+    pub fn get(&self) -> Behaviour {
+        match self.0.load(Ordering::SeqCst) {
+            0 => Behaviour::Ok,
+            1 => Behaviour::Err,
+            2 => Behaviour::Slow,
+            3 => Behaviour::Never,
+            _ => Behaviour::Panic,
+        }
+    }
+    /// Plays the behaviour of an async call named `what`.
+    pub async fn play(&self, what: &'static str) -> Result<(), MockError> {
+        match self.get() {
+            Behaviour::Ok => Ok(()),
+            Behaviour::Err => Err(MockError(what)),
+            Behaviour::Slow => {
+                tokio::time::sleep(SLOW).await;
+                Ok(())
+            }
+            Behaviour::Never => std::future::pending().await,
+            Behaviour::Panic => panic!("{SCRIPTED_PANIC} in {what}"),
+        }
+    }
+    /// Plays the behaviour of a synchronous yes/no check: `Err` answers
+    /// yes, `Panic` panics, anything else defers to `otherwise`.
+    pub fn check(&self, what: &'static str, otherwise: bool) -> bool {
+        match self.get() {
+            Behaviour::Err => true,
+            Behaviour::Panic => panic!("{SCRIPTED_PANIC} in {what}"),
+            _ => otherwise,
+        }
+    }
+}
+
+/// Counts a `connect` in flight, also when its future is dropped.
+struct Connecting<'a>(&'a Script);
+
+impl<'a> Connecting<'a> {
+    fn start(s: &'a Script) -> Self {
+        let now = s.connecting.fetch_add(1, Ordering::SeqCst) + 1;
+        s.max_connecting.fetch_max(now, Ordering::SeqCst);
+        Self(s)
+    }
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        self.0.connecting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -108,6 +216,8 @@ impl ManageConnection for Mock {
     async fn connect(&self) -> Result<Conn, MockError> {
         let s = &self.script;
         s.connects.fetch_add(1, Ordering::SeqCst);
+        let _in_flight = Connecting::start(s);
+        s.on_connect.play("connect failed").await?;
         delay(&s.connect_delay_ms).await;
         if s.fail_connect.load(Ordering::SeqCst) {
             return Err(MockError("connection refused"));
@@ -127,6 +237,7 @@ impl ManageConnection for Mock {
     async fn is_valid(&self, _conn: &mut Conn) -> Result<(), MockError> {
         let s = &self.script;
         s.valid_calls.fetch_add(1, Ordering::SeqCst);
+        s.on_is_valid.play("ping failed").await?;
         delay(&s.valid_delay_ms).await;
         if s.fail_valid.load(Ordering::SeqCst) {
             return Err(MockError("ping failed"));
@@ -135,16 +246,17 @@ impl ManageConnection for Mock {
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken
+        self.script.on_has_broken.check("has_broken", conn.broken)
     }
 
     fn needs_reset(&self, conn: &mut Conn) -> bool {
-        conn.dirty
+        self.script.on_needs_reset.check("needs_reset", conn.dirty)
     }
 
     async fn reset(&self, conn: &mut Conn) -> Result<(), MockError> {
         let s = &self.script;
         s.resets.fetch_add(1, Ordering::SeqCst);
+        s.on_reset.play("rollback failed").await?;
         delay(&s.reset_delay_ms).await;
         if s.fail_reset.load(Ordering::SeqCst) {
             return Err(MockError("rollback failed"));
@@ -162,10 +274,123 @@ pub fn config(max: u32) -> pool_core::PoolConfigBuilder {
         .acquire_timeout(Duration::from_secs(5))
 }
 
-/// Checks the snapshot invariant.
-pub fn assert_consistent(m: &pool_core::PoolMetrics) {
-    assert_eq!(m.total, m.idle + m.in_use + m.opening, "{m:?}");
-    assert!(m.total <= m.max_size, "{m:?}");
+/// Hooks whose every call plays a scripted [`Behaviour`] (`Ok` keeps the
+/// connection).
+#[derive(Debug, Default)]
+pub struct ScriptedHooks {
+    pub after_connect: Act,
+    pub before_acquire: Act,
+    pub after_release: Act,
+    /// Calls started, all hooks together.
+    pub calls: AtomicU64,
+}
+
+/// A shareable handle on [`ScriptedHooks`], to give to the pool.
+#[derive(Debug, Clone, Default)]
+pub struct Scripted(pub Arc<ScriptedHooks>);
+
+#[async_trait]
+impl Hooks<Mock> for Scripted {
+    async fn after_connect(&self, _conn: &mut Conn) -> Result<(), MockError> {
+        self.0.calls.fetch_add(1, Ordering::SeqCst);
+        self.0.after_connect.play("after_connect failed").await
+    }
+
+    async fn before_acquire(
+        &self,
+        _conn: &mut Conn,
+        _info: ConnectionInfo,
+    ) -> Result<bool, MockError> {
+        self.0.calls.fetch_add(1, Ordering::SeqCst);
+        self.0
+            .before_acquire
+            .play("before_acquire failed")
+            .await
+            .map(|()| true)
+    }
+
+    async fn after_release(
+        &self,
+        _conn: &mut Conn,
+        _info: ConnectionInfo,
+    ) -> Result<bool, MockError> {
+        self.0.calls.fetch_add(1, Ordering::SeqCst);
+        self.0
+            .after_release
+            .play("after_release failed")
+            .await
+            .map(|()| true)
+    }
+}
+
+/// Checks what must hold at any instant, even while tasks run on other
+/// threads, comparing the pool's snapshot with what the manager saw:
+///
+/// * the manager never had more than `max_size` connections alive at once,
+///   nor more than `max_concurrent_connects` connects in flight;
+/// * every connection alive through the whole snapshot is counted in its
+///   `total` (a slot is freed only after its connection was dropped);
+/// * `total <= max_size`.
+pub fn assert_bounds(pool: &Pool<Mock>) {
+    assert_bounds_with_detached(pool, 0);
+}
+
+/// [`assert_bounds`] for a pool that handed `detached` connections over for
+/// good (they stay alive outside it, so the manager's high-water mark says
+/// nothing about the bound then and is not checked).
+pub fn assert_bounds_with_detached(pool: &Pool<Mock>, detached: i64) {
+    let s = &pool.manager().script;
+    let config = pool.config();
+    // Read in this order: `closed` before `alive`, then the snapshot, then
+    // `closed` again. A connection in `alive_before` whose drop finished
+    // before `closed_after` is discounted; any other one finished dropping
+    // (and so had its slot freed) after the snapshot, so the snapshot counts
+    // it.
+    let closed_before = s.closed();
+    let alive_before = s.alive();
+    let m = pool.metrics();
+    let closed_after = s.closed();
+    let surely_alive = alive_before - detached - (closed_after - closed_before) as i64;
+    assert!(
+        i64::from(m.total) >= surely_alive,
+        "{surely_alive} connections alive through the snapshot, but total is {}: {m:?}",
+        m.total
+    );
+    assert!(m.total <= m.max_size, "total above max_size: {m:?}");
+    assert!(
+        detached > 0 || s.max_alive() <= i64::from(config.max_size()),
+        "the manager saw {} connections alive at once, max_size is {}",
+        s.max_alive(),
+        config.max_size()
+    );
+    assert!(
+        s.max_connecting() <= i64::from(config.max_concurrent_connects()),
+        "the manager saw {} connects at once, max_concurrent_connects is {}",
+        s.max_connecting(),
+        config.max_concurrent_connects()
+    );
+}
+
+/// Checks the pool at quiescence (nothing in flight: no waiter, no connect):
+/// [`assert_bounds`], and the pool counts exactly the connections the
+/// manager has alive, less `detached` ones it handed over for good.
+pub fn assert_settled_with_detached(pool: &Pool<Mock>, detached: i64) {
+    let m = pool.metrics();
+    assert_eq!(m.waiting, 0, "a waiter is left: {m:?}");
+    assert_eq!(m.opening, 0, "a connect is still in flight: {m:?}");
+    let alive = pool.manager().script.alive();
+    assert_eq!(
+        i64::from(m.total),
+        alive - detached,
+        "the pool counts {} connections, the manager has {alive} alive ({detached} detached): {m:?}",
+        m.total
+    );
+    assert_bounds_with_detached(pool, detached);
+}
+
+/// [`assert_settled_with_detached`] with none detached.
+pub fn assert_settled(pool: &Pool<Mock>) {
+    assert_settled_with_detached(pool, 0);
 }
 
 /// Yields until `cond` holds; panics after 10 000 rounds (bounded).
@@ -177,4 +402,17 @@ pub async fn until(mut cond: impl FnMut() -> bool) {
         tokio::task::yield_now().await;
     }
     panic!("condition not reached after 10 000 yields");
+}
+
+/// Polls `cond` every millisecond of tokio's clock; panics with `what` after
+/// 10 000 polls (bounded). On a paused clock each poll lets the clock jump
+/// to the next timer, so timed work in the pool (resets, back-off) runs.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..10_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("{what}: not reached after 10 000 polls 1 ms apart");
 }
