@@ -164,6 +164,7 @@ impl<M: ManageConnection> Shared<M> {
             return self.evict(h, reason);
         }
         h.entry.last_used = now;
+        h.entry.fresh = false;
         let dirty = match catch_unwind(AssertUnwindSafe(|| manager.needs_reset(&mut h.entry.conn)))
         {
             Ok(dirty) => dirty,

@@ -138,6 +138,10 @@ pub(crate) struct Shared<M: ManageConnection> {
     generation: AtomicU64,
     stats: Stats,
     last_error: Mutex<Option<LastError>>,
+    /// The connect failure callers fail fast with while the database is
+    /// known down (`Connector::is_down`); cleared by the next successful
+    /// connect.
+    failure: Mutex<Option<crate::connector::Failure<M::Error>>>,
     /// Signalled when a slot is freed after close.
     drained: Notify,
     /// The source of every timestamp.
@@ -175,6 +179,7 @@ impl<M: ManageConnection> Shared<M> {
             generation: AtomicU64::new(0),
             stats: Stats::new(),
             last_error: Mutex::new(None),
+            failure: Mutex::new(None),
             drained: Notify::new(),
             clock: Clock::new(),
             #[cfg(feature = "metrics")]
@@ -295,6 +300,11 @@ impl<M: ManageConnection> Shared<M> {
 
     pub(crate) fn set_last_error(&self, e: LastError) {
         *lock(&self.last_error) = Some(e);
+    }
+
+    /// The fail-fast failure slot (`connector.rs`).
+    pub(crate) fn failure(&self) -> &Mutex<Option<crate::connector::Failure<M::Error>>> {
+        &self.failure
     }
 
     pub(crate) fn last_error(&self) -> Option<LastError> {

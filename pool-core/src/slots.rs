@@ -365,6 +365,7 @@ mod tests {
             last_used: t,
             generation: 0,
             last_ping: t,
+            fresh: false,
         }
     }
 

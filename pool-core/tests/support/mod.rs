@@ -20,6 +20,9 @@ pub struct Script {
     pub max_alive: AtomicI64,
     pub connect_delay_ms: AtomicU64,
     pub fail_connect: AtomicBool,
+    /// `connect` fails with a capacity refusal ("fleet budget exhausted"),
+    /// which `is_capacity_refusal` recognises.
+    pub refuse_capacity: AtomicBool,
     pub fail_valid: AtomicBool,
     pub valid_calls: AtomicU64,
     pub valid_delay_ms: AtomicU64,
@@ -112,6 +115,9 @@ impl ManageConnection for Mock {
         if s.fail_connect.load(Ordering::SeqCst) {
             return Err(MockError("connection refused"));
         }
+        if s.refuse_capacity.load(Ordering::SeqCst) {
+            return Err(MockError("fleet budget exhausted"));
+        }
         let alive = s.alive.fetch_add(1, Ordering::SeqCst) + 1;
         s.max_alive.fetch_max(alive, Ordering::SeqCst);
         Ok(Conn {
@@ -132,6 +138,10 @@ impl ManageConnection for Mock {
             return Err(MockError("ping failed"));
         }
         Ok(())
+    }
+
+    fn is_capacity_refusal(&self, e: &MockError) -> bool {
+        e.0.contains("fleet budget")
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -177,4 +187,16 @@ pub async fn until(mut cond: impl FnMut() -> bool) {
         tokio::task::yield_now().await;
     }
     panic!("condition not reached after 10 000 yields");
+}
+
+/// Checks out `n` connections together and returns them, so none is fresh
+/// any more: a fresh connection's first checkout skips validation and
+/// `before_acquire` (SPEC 12), which tests of those checks must get past.
+pub async fn use_each<M: ManageConnection>(pool: &pool_core::Pool<M>, n: usize) {
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        held.push(pool.get().await.expect("warm-up checkout"));
+    }
+    drop(held);
+    until(|| pool.state().in_use == 0).await;
 }
