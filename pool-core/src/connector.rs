@@ -409,6 +409,33 @@ impl<M: ManageConnection> Shared<M> {
         }
     }
 
+    /// `Pool::add`: puts a connection opened elsewhere in a free slot and
+    /// delivers it (to the longest waiter, else idle); gives it back when
+    /// every slot is taken or the pool is closed.
+    pub(crate) fn add(self: &Arc<Self>, conn: M::Connection) -> Result<(), M::Connection> {
+        if self.is_closed() {
+            return Err(conn);
+        }
+        let Some(slot) = self.reserve() else {
+            return Err(conn);
+        };
+        if self.connector().is_down() {
+            self.recovered();
+        }
+        let now = self.clock().now();
+        slot.fill(Entry {
+            conn,
+            created_at: now,
+            expires_at: self.lifetime_deadline(now),
+            last_used: now,
+            generation: self.generation(),
+            last_ping: now,
+            // Not opened by the pool: checked at its first checkout.
+            fresh: false,
+        });
+        Ok(())
+    }
+
     /// Opens the first connections of `Pool::new` before it returns: one
     /// first, failing fast, then the rest of `min_size`,
     /// `max_concurrent_connects` at a time.

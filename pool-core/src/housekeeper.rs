@@ -144,6 +144,33 @@ impl<M: ManageConnection> Shared<M> {
         to_ping
     }
 
+    /// `Pool::retain`: closes the idle connections `keep` rejects (counted
+    /// as soft evictions) and returns how many; the kept ones go back in
+    /// their order.
+    pub(crate) fn retain(
+        self: &Arc<Self>,
+        mut keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
+    ) -> usize {
+        let now = self.clock().now();
+        let taken: Vec<_> = self.slots().take_idle().collect();
+        let mut kept = Vec::with_capacity(taken.len());
+        let mut closed = 0;
+        for h in taken.into_iter().rev() {
+            let info =
+                pool_api::ConnectionInfo::new(now.since(h.entry.created_at), h.entry.idle_for(now));
+            if keep(&h.entry.conn, info) {
+                kept.push(h);
+            } else {
+                closed += 1;
+                self.evict(h, Reason::SoftEvict);
+            }
+        }
+        for h in kept {
+            self.deliver(h);
+        }
+        closed
+    }
+
     /// Pings idle connections concurrently; those that fail are closed.
     async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>) {
         if to_ping.is_empty() {
