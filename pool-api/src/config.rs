@@ -104,6 +104,7 @@ pub struct PoolConfig {
     metric_names: MetricNames,
     fail_fast: bool,
     min_idle: u32,
+    max_size_ceiling: Option<u32>,
 }
 
 impl Default for PoolConfig {
@@ -127,6 +128,7 @@ impl Default for PoolConfig {
             metric_names: MetricNames::Hikari,
             fail_fast: true,
             min_idle: 0,
+            max_size_ceiling: None,
         }
     }
 }
@@ -210,6 +212,36 @@ impl PoolConfig {
     pub fn fail_fast(&self) -> bool {
         self.fail_fast
     }
+    /// The largest `max_size` `Pool::resize` accepts: the slots allocated
+    /// when the pool is built (see [`PoolConfigBuilder::max_size_ceiling`]).
+    pub fn max_size_ceiling(&self) -> u32 {
+        self.max_size_ceiling
+            .unwrap_or_else(|| self.max_size.saturating_mul(4).min(MAX_POOL_SIZE))
+    }
+    /// Checks a new `max_size` for `Pool::resize` against the rules of
+    /// [`validate`](Self::validate).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `max_size` for 0, a size above
+    /// [`max_size_ceiling`](Self::max_size_ceiling), or one below
+    /// `min_size` or `min_idle`.
+    pub fn check_resize(&self, max_size: u32) -> Result<(), ConfigError> {
+        let err = |rule| Err(ConfigError::new("max_size", rule));
+        if max_size == 0 {
+            return err("must be at least 1");
+        }
+        if max_size > self.max_size_ceiling() {
+            return err("must not exceed max_size_ceiling");
+        }
+        if max_size < self.min_size {
+            return err("must not be below min_size");
+        }
+        if max_size < self.min_idle {
+            return err("must not be below min_idle");
+        }
+        Ok(())
+    }
     /// Idle connections kept ready (see [`PoolConfigBuilder::min_idle`]).
     pub fn min_idle(&self) -> u32 {
         self.min_idle
@@ -237,6 +269,12 @@ impl PoolConfig {
         }
         if self.min_idle > self.max_size {
             return err("min_idle", "must not exceed max_size");
+        }
+        if self
+            .max_size_ceiling
+            .is_some_and(|c| c < self.max_size || c > MAX_POOL_SIZE)
+        {
+            return err("max_size_ceiling", "must be from max_size to 65535");
         }
         if self.max_concurrent_connects == 0 {
             return err("max_concurrent_connects", "must be at least 1");
@@ -488,6 +526,15 @@ impl PoolConfigBuilder {
     /// `max_size`.
     pub fn min_idle(mut self, min_idle: u32) -> Self {
         self.config.min_idle = min_idle;
+        self
+    }
+
+    /// The largest `max_size` that `Pool::resize` can grow the pool to:
+    /// this many connection slots (about 128 bytes each) are allocated when
+    /// the pool is built. Defaults to 4 x `max_size` (at most
+    /// [`MAX_POOL_SIZE`]); from `max_size` to [`MAX_POOL_SIZE`].
+    pub fn max_size_ceiling(mut self, ceiling: u32) -> Self {
+        self.config.max_size_ceiling = Some(ceiling);
         self
     }
 

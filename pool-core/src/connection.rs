@@ -192,6 +192,10 @@ impl<M: ManageConnection> Shared<M> {
     /// waiting.
     pub(crate) fn deliver(self: &Arc<Self>, mut h: Handoff<M::Connection>) {
         let slots = self.slots();
+        // Above the bound after `Pool::resize` shrank it: retire it.
+        if slots.over_limit() {
+            return self.evict(h, Reason::SoftEvict);
+        }
         loop {
             // Callers queued (the bit is only a hint here; `offer` decides
             // under the queue's lock): hand the connection straight over,

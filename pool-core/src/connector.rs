@@ -264,7 +264,7 @@ impl<M: ManageConnection> Shared<M> {
         if self
             .connector()
             .has_room(self.config().max_concurrent_connects())
-            && self.slots().open() < self.config().max_size()
+            && self.slots().open() < self.slots().limit()
         {
             self.request_connections();
         }
@@ -282,7 +282,7 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.slots().open() >= self.config().max_size() || self.is_closed() {
+            if self.slots().open() >= self.slots().limit() || self.is_closed() {
                 return;
             }
             #[cfg(not(loom))]

@@ -208,6 +208,23 @@ impl<M: ManageConnection> Pool<M> {
         self.shared.soft_evict_all();
     }
 
+    /// Changes `max_size` while the pool runs (deadpool's `resize`).
+    /// Shrinking closes idle connections first and retires connections in
+    /// use as they come back, never letting the open count pass the new
+    /// bound; callers waiting keep their place. Growing lets connectors open
+    /// more for the callers waiting, up to `max_size_ceiling`, the slots
+    /// allocated when the pool was built. [`state`](Self::state) and
+    /// [`metrics`](Self::metrics) report the bound in force;
+    /// [`config`](Self::config) keeps the built one.
+    ///
+    /// # Errors
+    ///
+    /// A [`pool_api::ConfigError`] for 0, a size above `max_size_ceiling`,
+    /// or one below `min_size` or `min_idle`; nothing changes then.
+    pub fn resize(&self, max_size: u32) -> Result<(), pool_api::ConfigError> {
+        self.shared.resize(max_size)
+    }
+
     /// Closes the idle connections `keep` rejects and returns how many
     /// (deadpool's `retain`). `keep` sees each idle connection with its
     /// age and idle time; connections in use are not visited. The closed
