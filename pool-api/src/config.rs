@@ -102,6 +102,9 @@ pub struct PoolConfig {
     housekeeping_period: Duration,
     max_concurrent_connects: u32,
     metric_names: MetricNames,
+    fail_fast: bool,
+    min_idle: u32,
+    max_size_ceiling: Option<u32>,
 }
 
 impl Default for PoolConfig {
@@ -123,6 +126,9 @@ impl Default for PoolConfig {
             housekeeping_period: Duration::from_secs(30),
             max_concurrent_connects: 2,
             metric_names: MetricNames::Hikari,
+            fail_fast: true,
+            min_idle: 0,
+            max_size_ceiling: None,
         }
     }
 }
@@ -201,6 +207,45 @@ impl PoolConfig {
     pub fn metric_names(&self) -> MetricNames {
         self.metric_names
     }
+    /// Whether connect failures reach waiting callers at once when nothing
+    /// open could serve them (see [`PoolConfigBuilder::fail_fast`]).
+    pub fn fail_fast(&self) -> bool {
+        self.fail_fast
+    }
+    /// The largest `max_size` `Pool::resize` accepts: the slots allocated
+    /// when the pool is built (see [`PoolConfigBuilder::max_size_ceiling`]).
+    pub fn max_size_ceiling(&self) -> u32 {
+        self.max_size_ceiling
+            .unwrap_or_else(|| self.max_size.saturating_mul(4).min(MAX_POOL_SIZE))
+    }
+    /// Checks a new `max_size` for `Pool::resize` against the rules of
+    /// [`validate`](Self::validate).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `max_size` for 0, a size above
+    /// [`max_size_ceiling`](Self::max_size_ceiling), or one below
+    /// `min_size` or `min_idle`.
+    pub fn check_resize(&self, max_size: u32) -> Result<(), ConfigError> {
+        let err = |rule| Err(ConfigError::new("max_size", rule));
+        if max_size == 0 {
+            return err("must be at least 1");
+        }
+        if max_size > self.max_size_ceiling() {
+            return err("must not exceed max_size_ceiling");
+        }
+        if max_size < self.min_size {
+            return err("must not be below min_size");
+        }
+        if max_size < self.min_idle {
+            return err("must not be below min_idle");
+        }
+        Ok(())
+    }
+    /// Idle connections kept ready (see [`PoolConfigBuilder::min_idle`]).
+    pub fn min_idle(&self) -> u32 {
+        self.min_idle
+    }
 
     /// Checks every rule; the builder calls this, and so does the pool for a
     /// config it is handed.
@@ -221,6 +266,15 @@ impl PoolConfig {
         }
         if self.min_size > self.max_size {
             return err("min_size", "must not exceed max_size");
+        }
+        if self.min_idle > self.max_size {
+            return err("min_idle", "must not exceed max_size");
+        }
+        if self
+            .max_size_ceiling
+            .is_some_and(|c| c < self.max_size || c > MAX_POOL_SIZE)
+        {
+            return err("max_size_ceiling", "must be from max_size to 65535");
         }
         if self.max_concurrent_connects == 0 {
             return err("max_concurrent_connects", "must be at least 1");
@@ -438,13 +492,59 @@ impl PoolConfigBuilder {
         self
     }
 
+    /// Whether a failed connect reaches the callers waiting at once when the
+    /// pool has no open connection that could come back to them (none idle,
+    /// none in use, none being opened). Defaults to `true`.
+    ///
+    /// With `true`, those callers get [`PoolError::ConnectFailed`] with the
+    /// connect error instead of waiting for `acquire_timeout`, and so do
+    /// new `get()`s while the database is known down; a `get()` then
+    /// starts the next connect attempt itself (within
+    /// `max_concurrent_connects`), so the first one after the database is
+    /// back succeeds. While a connection is still in use, callers keep
+    /// waiting for it. A connect refused for capacity
+    /// ([`ManageConnection::is_capacity_refusal`], e.g. a fleet budget with
+    /// no free ticket) never fails callers fast. With `false`, callers wait
+    /// until `acquire_timeout` and get [`PoolError::Timeout`] carrying the
+    /// last error (HikariCP's behaviour).
+    ///
+    /// [`PoolError::ConnectFailed`]: crate::PoolError::ConnectFailed
+    /// [`PoolError::Timeout`]: crate::PoolError::Timeout
+    /// [`ManageConnection::is_capacity_refusal`]: crate::ManageConnection::is_capacity_refusal
+    pub fn fail_fast(mut self, fail_fast: bool) -> Self {
+        self.config.fail_fast = fail_fast;
+        self
+    }
+
+    /// Keep at least this many idle connections ready (HikariCP's
+    /// `minimumIdle`, bb8's and r2d2's `min_idle`): the housekeeper tops
+    /// them up, and a checkout that leaves fewer idle asks for a connect in
+    /// the background (never on the caller's path), never above
+    /// `max_size` nor past `max_concurrent_connects`. Idle connections above
+    /// it retire by `idle_timeout`; `min_size` keeps its meaning (open
+    /// connections, idle or not). Defaults to 0; must not exceed
+    /// `max_size`.
+    pub fn min_idle(mut self, min_idle: u32) -> Self {
+        self.config.min_idle = min_idle;
+        self
+    }
+
+    /// The largest `max_size` that `Pool::resize` can grow the pool to:
+    /// this many connection slots (about 128 bytes each) are allocated when
+    /// the pool is built. Defaults to 4 x `max_size` (at most
+    /// [`MAX_POOL_SIZE`]); from `max_size` to [`MAX_POOL_SIZE`].
+    pub fn max_size_ceiling(mut self, ceiling: u32) -> Self {
+        self.config.max_size_ceiling = Some(ceiling);
+        self
+    }
+
     /// Checks the settings and returns the config.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming the field and the rule, for: an empty name;
     /// `max_size` 0 or above [`MAX_POOL_SIZE`]; `min_size > max_size`;
-    /// `max_concurrent_connects` 0; a zero `acquire_timeout`,
+    /// `min_idle > max_size`; `max_concurrent_connects` 0; a zero `acquire_timeout`,
     /// `connect_timeout`, `validation_timeout` or `housekeeping_period`; a
     /// `Some(ZERO)` idle timeout, lifetime, leak threshold or keepalive; a
     /// jitter outside 0.0..=0.5; an explicit `idle_timeout >=

@@ -136,6 +136,16 @@ pub enum PoolError<E> {
     /// Display: `connect failed: ` and the error's own message; `source()`
     /// returns the error.
     Backend(E),
+    /// Connecting failed and the pool had no open connection that could
+    /// come back to this caller (fail fast, see
+    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)):
+    /// `get()` returns it at once instead of waiting for its timeout. The
+    /// error is shared by every caller the failure reached, hence the
+    /// `Arc`.
+    ///
+    /// Display: `connect failed: ` and the error's own message; `source()`
+    /// returns the error.
+    ConnectFailed(Arc<E>),
 }
 
 impl<E> PoolError<E> {
@@ -162,6 +172,7 @@ impl<E: fmt::Debug> fmt::Debug for PoolError<E> {
                 .finish(),
             PoolError::Closed => f.write_str("Closed"),
             PoolError::Backend(e) => f.debug_tuple("Backend").field(e).finish(),
+            PoolError::ConnectFailed(e) => f.debug_tuple("ConnectFailed").field(e).finish(),
         }
     }
 }
@@ -184,6 +195,7 @@ impl<E: fmt::Display> fmt::Display for PoolError<E> {
             }
             PoolError::Closed => f.write_str("pool is closed"),
             PoolError::Backend(e) => write!(f, "connect failed: {e}"),
+            PoolError::ConnectFailed(e) => write!(f, "connect failed: {e}"),
         }
     }
 }
@@ -209,6 +221,7 @@ impl<E: Error + 'static> Error for PoolError<E> {
             }
             PoolError::Closed => None,
             PoolError::Backend(e) => Some(e),
+            PoolError::ConnectFailed(e) => Some(&**e),
         }
     }
 }

@@ -88,7 +88,10 @@ pub trait Hooks<M: ManageConnection>: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Runs at checkout, after validation. `Ok(false)` or an error closes the
+    /// Runs at checkout on connections that were idle in the pool, before
+    /// validation (deadpool's `pre_recycle`, sqlx's `before_acquire`); not
+    /// on a connection opened moments ago (within a second) and never
+    /// checked out. `Ok(false)` or an error closes the
     /// connection and the caller is given another one. While the
     /// replacements keep being turned down too, the pool opens them with the
     /// connect back-off (5 ms, doubling, at most 1 s) rather than as fast as

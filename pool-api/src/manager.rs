@@ -69,6 +69,18 @@ pub trait ManageConnection: Send + Sync + 'static {
         false
     }
 
+    /// Whether a [`connect`](Self::connect) error means "no capacity for
+    /// another connection now" rather than "the database is unreachable":
+    /// a shared budget of connections with no free ticket, say. Such a
+    /// refusal never fails waiting callers fast (see
+    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)):
+    /// they keep waiting, within their timeout, for a connection to come
+    /// back or for a later connect, retried with back-off. Defaults to
+    /// `false` (every connect error is a failure).
+    fn is_capacity_refusal(&self, _error: &Self::Error) -> bool {
+        false
+    }
+
     /// Brings a dirty connection back to a clean state (rollback, defaults).
     ///
     /// An error closes the connection.

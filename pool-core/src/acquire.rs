@@ -88,15 +88,36 @@ impl<M: ManageConnection> Shared<M> {
         deadline: Option<Stamp>,
     ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
-        // No timer here: the pool's sweeper times the wait out (see
-        // `waiters.rs`, "Deadlines"). The waiter queues on its first poll.
-        let mut waiter = pin!(Waiter::new(self, deadline));
-        match waiter.as_mut().await {
-            Handed::Value(h) => Ok(h),
-            Handed::Closed => Err(PoolError::Closed),
-            // Built before the waiter is dropped, so the counts still
-            // include this caller.
-            Handed::TimedOut => Err(self.timeout_error(started, TimeoutPhase::Wait)),
+        loop {
+            // Known down (fail fast) with every connector place taken: an
+            // attempt or its back-off is under way, so fail now rather
+            // than wait for it.
+            if self.connector().is_down()
+                && !self
+                    .connector()
+                    .has_room(self.config().max_concurrent_connects())
+            {
+                if let Some(e) = self.failed_fast(started) {
+                    return Err(e);
+                }
+            }
+            // No timer here: the pool's sweeper times the wait out (see
+            // `waiters.rs`, "Deadlines"). The waiter queues on its first poll.
+            let mut waiter = pin!(Waiter::new(self, deadline));
+            match waiter.as_mut().await {
+                Handed::Value(h) => return Ok(h),
+                Handed::Closed => return Err(PoolError::Closed),
+                // Built before the waiter is dropped, so the counts still
+                // include this caller.
+                Handed::TimedOut => return Err(self.timeout_error(started, TimeoutPhase::Wait)),
+                // Connecting failed with nothing open (fail fast); a connect
+                // that succeeded since cleared the failure: wait again.
+                Handed::Failed => {
+                    if let Some(e) = self.failed_fast(started) {
+                        return Err(e);
+                    }
+                }
+            }
         }
     }
 
@@ -145,10 +166,11 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Whether a connection must be validated or shown to the
-    /// `before_acquire` hook before it is handed out.
+    /// `before_acquire` hook before it is handed out: not when it was opened
+    /// moments ago and never checked out (SPEC 12).
     #[inline]
     fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.has_checkout_hook() || self.validation_due(entry, now)
+        (self.has_checkout_hook() || self.validation_due(entry, now)) && !is_fresh(entry, now)
     }
 
     /// Whether `is_valid` must run before `entry` is handed out.
@@ -163,6 +185,9 @@ impl<M: ManageConnection> Shared<M> {
     fn hand_out(self: &Arc<Self>, h: Handoff<M::Connection>, now: Stamp) -> PooledConnection<M> {
         if self.config().leak_detection_threshold().is_some() {
             self.slots().slot(&h).leak.taken(now);
+        }
+        if self.config().min_idle() != 0 {
+            self.top_up_idle();
         }
         PooledConnection::new(self.clone(), h, now)
     }
@@ -248,10 +273,8 @@ impl<M: ManageConnection> Shared<M> {
         limit: Option<Instant>,
         deadline: Option<Stamp>,
     ) -> Result<(), Refused> {
-        if validate {
-            let checked = run_until(limit, self.manager().is_valid(conn.conn_mut())).await;
-            self.judge(checked, deadline, "validation")?;
-        }
+        // The hook first, like deadpool's `pre_recycle` before its recycle
+        // check (SPEC 12).
         if let Some(hooks) = self.checkout_hook() {
             conn.closes_as(Reason::Hook);
             let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
@@ -264,6 +287,11 @@ impl<M: ManageConnection> Shared<M> {
                     self.judge(other, deadline, "before_acquire hook")?;
                 }
             }
+        }
+        if validate {
+            conn.closes_as(Reason::Validation);
+            let checked = run_until(limit, self.manager().is_valid(conn.conn_mut())).await;
+            self.judge(checked, deadline, "validation")?;
         }
         Ok(())
     }
@@ -319,6 +347,18 @@ impl<M: ManageConnection> Shared<M> {
             return Some(self.hand_out(h, now));
         }
     }
+}
+
+/// How long after its connect a never-checked-out connection skips the
+/// checkout checks (SPEC 12). Longer, and it has sat idle in the pool: a
+/// `min_size` connection opened an hour ago is checked like any other.
+const FRESH_WINDOW: Duration = Duration::from_secs(1);
+
+/// Whether `entry` was opened moments ago and never checked out: no
+/// validation, no `before_acquire` at this checkout.
+#[inline]
+fn is_fresh<C>(entry: &Entry<C>, now: Stamp) -> bool {
+    entry.fresh && now.since(entry.created_at) < FRESH_WINDOW
 }
 
 /// Runs `f` until `limit`; `None` if it ran out of time.

@@ -164,6 +164,7 @@ impl<M: ManageConnection> Shared<M> {
             return self.evict(h, reason);
         }
         h.entry.last_used = now;
+        h.entry.fresh = false;
         let dirty = match catch_unwind(AssertUnwindSafe(|| manager.needs_reset(&mut h.entry.conn)))
         {
             Ok(dirty) => dirty,
@@ -191,6 +192,10 @@ impl<M: ManageConnection> Shared<M> {
     /// waiting.
     pub(crate) fn deliver(self: &Arc<Self>, mut h: Handoff<M::Connection>) {
         let slots = self.slots();
+        // Above the bound after `Pool::resize` shrank it: retire it.
+        if slots.over_limit() {
+            return self.evict(h, Reason::SoftEvict);
+        }
         loop {
             // Callers queued (the bit is only a hint here; `offer` decides
             // under the queue's lock): hand the connection straight over,

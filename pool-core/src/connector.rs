@@ -13,7 +13,24 @@
 //!
 //! A failed connect frees its slot, is kept as the pool's last error (which
 //! timed-out callers see), and backs the connector off: 5 ms, doubling, at
-//! most 1 s, so a recovering database is picked up within about a second.
+//! most 1 s, each wait jittered by ±20 % so a fleet of processes does not
+//! reconnect in step; a recovering database is picked up within about a
+//! second.
+//!
+//! # Fail fast (SPEC 13)
+//!
+//! With `fail_fast` on (the default), a failed connect that leaves no slot
+//! reserved (nothing idle, in use or being opened that could come back)
+//! marks the database *down*: the failure is kept in `Shared::failure`
+//! and every queued caller is failed through the waiter queue
+//! (`WaiterQueue::fail_all`) with it. While down, a new `get()` that finds
+//! no connector place free fails at once with the same error; one that
+//! finds a place queues, which starts a connect at once (no back-off
+//! wait), so the first `get()` after the database is back succeeds. The
+//! next successful connect clears the state. A refusal the manager calls a
+//! capacity refusal (`ManageConnection::is_capacity_refusal`, a fleet
+//! budget with no free ticket) never marks the database down: callers wait
+//! within their timeout, the connect retried with back-off.
 //!
 //! A connect that succeeds is not always a usable connection: a server can
 //! accept connections and then fail every ping, and a `before_acquire` hook
@@ -35,6 +52,7 @@ use crate::clock::{Clock, Stamp};
 use crate::floating::Reservation;
 use crate::shared::{LastError, Shared};
 use crate::slots::Entry;
+use crate::sync::lock_std as lock;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -46,6 +64,19 @@ fn backoff_after(n: u32) -> Duration {
     FIRST_BACKOFF
         .saturating_mul(1 << (n - 1).min(16))
         .min(MAX_BACKOFF)
+}
+
+/// `d` scaled by a random factor in 0.8..1.2, so processes that lost their
+/// database together do not retry together.
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.8 + 0.4 * fastrand::f64())
+}
+
+/// The connect failure that callers fail fast with while the database is
+/// known down; shared by every caller it reaches.
+pub(crate) enum Failure<E> {
+    Backend(Arc<E>),
+    TimedOut,
 }
 
 /// The connectors' state: how many run, and the checkout-rejection streak
@@ -76,6 +107,10 @@ pub(crate) struct Connector {
     /// When the last checkout check rejected a connection (stamp nanos).
     /// Relaxed: as above.
     rejected_at: AtomicU64,
+    /// The database is known down (fail fast): the last connect failed with
+    /// nothing open. Relaxed: a hint; the failure itself is read under
+    /// `Shared::failure`'s lock.
+    down: AtomicU32,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
     started: AtomicU32,
@@ -87,6 +122,7 @@ impl Connector {
             running: AtomicU32::new(0),
             rejected_in_a_row: AtomicU32::new(0),
             rejected_at: AtomicU64::new(0),
+            down: AtomicU32::new(0),
             #[cfg(loom)]
             started: AtomicU32::new(0),
         }
@@ -113,6 +149,18 @@ impl Connector {
                 return true;
             }
         }
+    }
+
+    /// Whether the database is known down (fail fast).
+    #[inline]
+    pub(crate) fn is_down(&self) -> bool {
+        // Relaxed: a hint (see the field).
+        self.down.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether fewer than `limit` connectors run (a hint).
+    pub(crate) fn has_room(&self, limit: u32) -> bool {
+        self.running.load(Ordering::Relaxed) < limit
     }
 
     /// Takes over a place [`claim`](Self::claim) reserved; dropping the
@@ -174,24 +222,52 @@ pub(crate) enum OpenError<E> {
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
-    pub(crate) fn into_last_error(self) -> LastError {
+    /// The failure, and the same error as the pool's last error.
+    fn into_failure(self) -> (Failure<E>, LastError) {
         match self {
-            OpenError::Backend(e) => Arc::new(e),
-            OpenError::TimedOut(d) => Arc::new(ConnectTimedOut(d)),
+            OpenError::Backend(e) => {
+                let e = Arc::new(e);
+                let last: LastError = e.clone();
+                (Failure::Backend(e), last)
+            }
+            OpenError::TimedOut(d) => (Failure::TimedOut, Arc::new(ConnectTimedOut(d))),
         }
     }
 }
 
 impl<M: ManageConnection> Shared<M> {
-    /// Connections wanted now: one per waiter, plus the shortfall below
-    /// `min_size` while the pool has handles.
+    /// Connections wanted now: one per waiter, plus, while the pool has
+    /// handles, the larger of the shortfall below `min_size` (open
+    /// connections) and the shortfall below `min_idle` (idle ones; counted
+    /// only when `min_idle` is set, as it adds up the slots).
     pub(crate) fn demand(&self) -> u32 {
         let waiting = self.waiters().waiting();
         if !self.has_handles() {
             return waiting;
         }
         let total = self.slots().open();
-        waiting + self.config().min_size().saturating_sub(total)
+        let mut short = self.config().min_size().saturating_sub(total);
+        let min_idle = self.config().min_idle();
+        if min_idle != 0 {
+            short = short.max(min_idle.saturating_sub(self.slots().census().idle));
+        }
+        waiting + short
+    }
+
+    /// A checkout with `min_idle` set: when it may have left fewer idle
+    /// than that, asks for connects in the background (the connectors
+    /// decide, within `max_size` and `max_concurrent_connects`); never
+    /// connects on the caller's path. Skipped while every connector place
+    /// is taken: running connectors look at the demand again before they
+    /// stop.
+    pub(crate) fn top_up_idle(self: &Arc<Self>) {
+        if self
+            .connector()
+            .has_room(self.config().max_concurrent_connects())
+            && self.slots().open() < self.slots().limit()
+        {
+            self.request_connections();
+        }
     }
 
     /// Spawns connectors for the current demand, within the bounds.
@@ -206,7 +282,7 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.slots().open() >= self.config().max_size() || self.is_closed() {
+            if self.slots().open() >= self.slots().limit() || self.is_closed() {
                 return;
             }
             #[cfg(not(loom))]
@@ -259,6 +335,9 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(e)) => return Err(OpenError::Backend(e)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
+        if self.connector().is_down() {
+            self.recovered();
+        }
         let now = self.clock().now();
         self.stats().created();
         #[cfg(feature = "metrics")]
@@ -270,6 +349,7 @@ impl<M: ManageConnection> Shared<M> {
             last_used: now,
             generation,
             last_ping: now,
+            fresh: true,
         })
     }
 
@@ -289,12 +369,71 @@ impl<M: ManageConnection> Shared<M> {
         self.export().creation_failed();
     }
 
-    /// Records a failed connect.
+    /// Records a failed connect (its slot already given back) and, when
+    /// nothing open could come back, fails the waiting callers with it
+    /// (fail fast; see the module docs).
     pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
         self.count_creation_error();
-        let err = err.into_last_error();
-        tracing::warn!(pool = self.config().name(), error = %err, "connect failed");
-        self.set_last_error(err);
+        let capacity =
+            matches!(&err, OpenError::Backend(e) if self.manager().is_capacity_refusal(e));
+        let (failure, last) = err.into_failure();
+        tracing::warn!(pool = self.config().name(), error = %last, "connect failed");
+        self.set_last_error(last);
+        if capacity || !self.config().fail_fast() || self.slots().open() != 0 {
+            return;
+        }
+        *lock(self.failure()) = Some(failure);
+        // Relaxed: a hint; callers read the failure under its lock.
+        self.connector().down.store(1, Ordering::Relaxed);
+        self.waiters().fail_all(|| self.slots().clear_waiting());
+    }
+
+    /// A connect succeeded: the database is no longer known down.
+    fn recovered(&self) {
+        let mut failure = lock(self.failure());
+        // Relaxed: as in `connect_failed`; both under the failure's lock.
+        self.connector().down.store(0, Ordering::Relaxed);
+        *failure = None;
+    }
+
+    /// The error a caller failed fast gets, or `None` when a connect
+    /// succeeded since (the caller then waits again).
+    pub(crate) fn failed_fast(&self, started: Stamp) -> Option<PoolError<M::Error>> {
+        let failure = lock(self.failure());
+        match failure.as_ref()? {
+            Failure::Backend(e) => Some(PoolError::ConnectFailed(e.clone())),
+            Failure::TimedOut => {
+                drop(failure);
+                Some(self.timeout_error(started, TimeoutPhase::Connect))
+            }
+        }
+    }
+
+    /// `Pool::add`: puts a connection opened elsewhere in a free slot and
+    /// delivers it (to the longest waiter, else idle); gives it back when
+    /// every slot is taken or the pool is closed.
+    pub(crate) fn add(self: &Arc<Self>, conn: M::Connection) -> Result<(), M::Connection> {
+        if self.is_closed() {
+            return Err(conn);
+        }
+        let Some(slot) = self.reserve() else {
+            return Err(conn);
+        };
+        if self.connector().is_down() {
+            self.recovered();
+        }
+        let now = self.clock().now();
+        slot.fill(Entry {
+            conn,
+            created_at: now,
+            expires_at: self.lifetime_deadline(now),
+            last_used: now,
+            generation: self.generation(),
+            last_ping: now,
+            // Not opened by the pool: checked at its first checkout.
+            fresh: false,
+        });
+        Ok(())
     }
 
     /// Opens the first connections of `Pool::new` before it returns: one
@@ -373,7 +512,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
         }
         let rejected = shared.connector().rejected_in_a_row();
         if rejected > 0 {
-            tokio::time::sleep(backoff_after(rejected)).await;
+            tokio::time::sleep(jittered(backoff_after(rejected))).await;
             if shared.is_closed() || shared.demand() == 0 {
                 return;
             }
@@ -387,9 +526,14 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
             Err(e) => {
                 drop(slot);
                 shared.connect_failed(e);
+                // Known down and nobody waiting: end now, so the next
+                // `get()` starts an attempt at once.
+                if shared.connector().is_down() && shared.demand() == 0 {
+                    return;
+                }
                 // Back-off between failed connects, not a poll: the loop ends
                 // as soon as nobody wants a connection.
-                tokio::time::sleep(backoff).await;
+                tokio::time::sleep(jittered(backoff)).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }

@@ -20,6 +20,10 @@ pub(crate) struct Entry<C> {
     pub(crate) generation: u64,
     /// When the housekeeper last pinged it (keepalive).
     pub(crate) last_ping: Stamp,
+    /// Never checked out and returned yet: opened for the pool, so its
+    /// first checkout soon after skips validation and `before_acquire`
+    /// (SPEC 12). Cleared at its first return.
+    pub(crate) fresh: bool,
 }
 
 impl<C> Entry<C> {

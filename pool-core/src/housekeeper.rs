@@ -3,7 +3,8 @@
 //! refreshes the exported gauges.
 //!
 //! It wakes every tick: `min(housekeeping_period, leak_detection_threshold,
-//! keepalive_interval, 1 s)`. Every tick refills to `min_size`, reports
+//! keepalive_interval, 1 s)`. Every tick refills to `min_size` and tops up
+//! `min_idle`, reports
 //! leaks and refreshes the gauges; a sweep (retirement and keepalive pings)
 //! runs every `housekeeping_period`, or every tick while keepalive is on, so
 //! a ping is at most one tick late.
@@ -104,24 +105,28 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Closes idle connections past their idle timeout (never below
-    /// `min_size`) or lifetime; returns those due a keepalive ping.
+    /// `min_size` open nor below `min_idle` idle) or lifetime; returns
+    /// those due a keepalive ping.
     fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Handoff<M::Connection>> {
         let taken: Vec<_> = self.slots().take_idle().collect();
         let mut open = self.slots().open();
         let config = self.config();
         let min = config.min_size();
+        let min_idle = config.min_idle() as usize;
+        let mut idle = taken.len();
         let mut keep = Vec::with_capacity(taken.len());
         let mut to_ping = Vec::new();
         // Oldest use first: the bottom of the stack idles out first.
         for h in taken.into_iter().rev() {
             let idle_out = config
                 .idle_timeout()
-                .is_some_and(|t| h.entry.idle_for(now) >= t && open > min);
+                .is_some_and(|t| h.entry.idle_for(now) >= t && open > min && idle > min_idle);
             let reason = self
                 .expired(&h.entry, now)
                 .or(idle_out.then_some(Reason::IdleTimeout));
             if let Some(reason) = reason {
                 open -= 1;
+                idle -= 1;
                 self.evict(h, reason);
             } else if config
                 .keepalive_interval()
@@ -137,6 +142,33 @@ impl<M: ManageConnection> Shared<M> {
             self.deliver(h);
         }
         to_ping
+    }
+
+    /// `Pool::retain`: closes the idle connections `keep` rejects (counted
+    /// as soft evictions) and returns how many; the kept ones go back in
+    /// their order.
+    pub(crate) fn retain(
+        self: &Arc<Self>,
+        mut keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
+    ) -> usize {
+        let now = self.clock().now();
+        let taken: Vec<_> = self.slots().take_idle().collect();
+        let mut kept = Vec::with_capacity(taken.len());
+        let mut closed = 0;
+        for h in taken.into_iter().rev() {
+            let info =
+                pool_api::ConnectionInfo::new(now.since(h.entry.created_at), h.entry.idle_for(now));
+            if keep(&h.entry.conn, info) {
+                kept.push(h);
+            } else {
+                closed += 1;
+                self.evict(h, Reason::SoftEvict);
+            }
+        }
+        for h in kept {
+            self.deliver(h);
+        }
+        closed
     }
 
     /// Pings idle connections concurrently; those that fail are closed.

@@ -70,6 +70,7 @@ fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
             last_used: now,
             generation: 0,
             last_ping: now,
+            fresh: false,
         };
         shared.reserve().expect("a free slot").fill(entry);
     }

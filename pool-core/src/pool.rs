@@ -148,8 +148,10 @@ impl<M: ManageConnection> Pool<M> {
     /// # Errors
     ///
     /// [`PoolError::Timeout`] after `acquire_timeout`, with the pool's counts
-    /// and the last connect or validation error; [`PoolError::Closed`] once
-    /// the pool is closed.
+    /// and the last connect or validation error; [`PoolError::ConnectFailed`]
+    /// at once when connecting failed and no connection is open that could
+    /// come back (fail fast, see `PoolConfigBuilder::fail_fast`);
+    /// [`PoolError::Closed`] once the pool is closed.
     ///
     /// # Cancel safety
     ///
@@ -204,6 +206,65 @@ impl<M: ManageConnection> Pool<M> {
     /// credentials or a failover; new connections are opened on demand.
     pub fn soft_evict_all(&self) {
         self.shared.soft_evict_all();
+    }
+
+    /// Changes `max_size` while the pool runs (deadpool's `resize`).
+    /// Shrinking closes idle connections first and retires connections in
+    /// use as they come back, never letting the open count pass the new
+    /// bound; callers waiting keep their place. Growing lets connectors open
+    /// more for the callers waiting, up to `max_size_ceiling`, the slots
+    /// allocated when the pool was built. [`state`](Self::state) and
+    /// [`metrics`](Self::metrics) report the bound in force;
+    /// [`config`](Self::config) keeps the built one.
+    ///
+    /// # Errors
+    ///
+    /// A [`pool_api::ConfigError`] for 0, a size above `max_size_ceiling`,
+    /// or one below `min_size` or `min_idle`; nothing changes then.
+    pub fn resize(&self, max_size: u32) -> Result<(), pool_api::ConfigError> {
+        self.shared.resize(max_size)
+    }
+
+    /// Closes the idle connections `keep` rejects and returns how many
+    /// (deadpool's `retain`). `keep` sees each idle connection with its
+    /// age and idle time; connections in use are not visited. The closed
+    /// ones count as soft evictions in the metrics; new ones are opened on
+    /// demand.
+    ///
+    /// ```
+    /// # use pool_core::{async_trait, ManageConnection, Pool, PoolConfig};
+    /// # #[derive(Debug)] struct Numbers;
+    /// # #[async_trait] impl ManageConnection for Numbers {
+    /// #     type Connection = u32; type Error = std::io::Error;
+    /// #     async fn connect(&self) -> Result<u32, std::io::Error> { Ok(0) }
+    /// #     async fn is_valid(&self, _: &mut u32) -> Result<(), std::io::Error> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let pool = Pool::new(Numbers, PoolConfig::builder().build()?).await?;
+    /// let closed = pool.retain(|_conn, info| info.age < Duration::from_secs(3600));
+    /// assert_eq!(closed, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retain(
+        &self,
+        keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
+    ) -> usize {
+        self.shared.retain(keep)
+    }
+
+    /// Adds a connection opened elsewhere (bb8's `add`): it takes a free
+    /// slot and goes to the longest waiting caller, else idle; it is
+    /// validated (when validation is on) at its first checkout.
+    ///
+    /// # Errors
+    ///
+    /// The connection is given back when the pool is full (`max_size`
+    /// connections open or being opened) or closed.
+    pub fn add(&self, conn: M::Connection) -> Result<(), M::Connection> {
+        self.shared.add(conn)
     }
 
     /// Closes the pool: new `get()`s and every waiting one fail with

@@ -138,6 +138,10 @@ pub(crate) struct Shared<M: ManageConnection> {
     generation: AtomicU64,
     stats: Stats,
     last_error: Mutex<Option<LastError>>,
+    /// The connect failure callers fail fast with while the database is
+    /// known down (`Connector::is_down`); cleared by the next successful
+    /// connect.
+    failure: Mutex<Option<crate::connector::Failure<M::Error>>>,
     /// Signalled when a slot is freed after close.
     drained: Notify,
     /// The source of every timestamp.
@@ -166,7 +170,11 @@ impl<M: ManageConnection> Shared<M> {
             hooks,
             hook_at_checkout,
             hook_at_return,
-            slots: Slots::new(config.max_size() as usize),
+            slots: {
+                let slots = Slots::new(config.max_size_ceiling() as usize);
+                slots.set_limit(config.max_size());
+                slots
+            },
             waiters: WaiterQueue::new(),
             sweeper: Sweeper::new(),
             connector: Connector::new(),
@@ -175,6 +183,7 @@ impl<M: ManageConnection> Shared<M> {
             generation: AtomicU64::new(0),
             stats: Stats::new(),
             last_error: Mutex::new(None),
+            failure: Mutex::new(None),
             drained: Notify::new(),
             clock: Clock::new(),
             #[cfg(feature = "metrics")]
@@ -279,7 +288,7 @@ impl<M: ManageConnection> Shared<M> {
             c.in_use,
             c.opening,
             self.waiters.waiting(),
-            self.config.max_size(),
+            self.slots.limit(),
         )
     }
 
@@ -289,12 +298,17 @@ impl<M: ManageConnection> Shared<M> {
             self.slots.census(),
             self.slots.checkouts(),
             self.waiters.waiting(),
-            self.config.max_size(),
+            self.slots.limit(),
         )
     }
 
     pub(crate) fn set_last_error(&self, e: LastError) {
         *lock(&self.last_error) = Some(e);
+    }
+
+    /// The fail-fast failure slot (`connector.rs`).
+    pub(crate) fn failure(&self) -> &Mutex<Option<crate::connector::Failure<M::Error>>> {
+        &self.failure
     }
 
     pub(crate) fn last_error(&self) -> Option<LastError> {
@@ -374,6 +388,31 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(h, Reason::Closed);
         }
         self.waiters.close_all(|| self.slots.clear_waiting());
+    }
+
+    /// `Pool::resize`: sets the bound; shrinking closes idle connections
+    /// (oldest use first) until the open count fits, and the rest close as
+    /// they come back (`deliver`); growing asks for connections for the
+    /// callers waiting.
+    pub(crate) fn resize(self: &Arc<Self>, max_size: u32) -> Result<(), pool_api::ConfigError> {
+        self.config.check_resize(max_size)?;
+        self.slots.set_limit(max_size);
+        if self.slots.over_limit() {
+            let idle: Vec<_> = self.slots.take_idle().collect();
+            let mut keep = Vec::with_capacity(idle.len());
+            for h in idle.into_iter().rev() {
+                if self.slots.over_limit() {
+                    self.evict(h, Reason::SoftEvict);
+                } else {
+                    keep.push(h);
+                }
+            }
+            for h in keep {
+                self.deliver(h);
+            }
+        }
+        self.request_connections();
+        Ok(())
     }
 
     /// Retires every connection: idle ones now, in-use ones at their return.

@@ -80,6 +80,10 @@ pub(crate) struct Slots<C> {
     /// slow paths can read it instead of adding up every slot. Relaxed: a
     /// count for decisions that tolerate a stale value (demand, refill).
     open: AtomicU32,
+    /// The bound on `open` (`max_size`, changed by `Pool::resize`); at most
+    /// the number of slots. Relaxed: `reserve` checks it in the same CAS
+    /// that counts the slot, so `open` never passes it by a reservation.
+    limit: AtomicU32,
     slots: Box<[CachePadded<Slot<C>>]>,
 }
 
@@ -133,6 +137,7 @@ impl<C> Slots<C> {
             idle: IndexStack::new(),
             free: IndexStack::new(),
             open: AtomicU32::new(0),
+            limit: AtomicU32::new(len as u32),
             slots: (0..len)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -157,15 +162,47 @@ impl<C> Slots<C> {
         self.open.load(Ordering::Relaxed)
     }
 
-    /// Reserves a free slot, marked opening; `None` when all are taken.
+    /// The bound on open connections now (`max_size`).
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Sets the bound on open connections (`Pool::resize`); at most the
+    /// number of slots. Lowering it below `open` reserves nothing more
+    /// until enough connections are closed.
+    pub(crate) fn set_limit(&self, limit: u32) {
+        debug_assert!(limit as usize <= self.slots.len());
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// Whether more connections are open than the bound (after a shrink).
+    #[inline]
+    pub(crate) fn over_limit(&self) -> bool {
+        self.open() > self.limit()
+    }
+
+    /// Reserves a free slot, marked opening; `None` when `limit` slots are
+    /// reserved already.
     pub(crate) fn reserve(&self) -> Option<Vacant> {
+        // Relaxed: the count is the bound; the CAS makes each reservation
+        // see the others', so `open` passes `limit` only when the limit is
+        // lowered under it.
+        self.open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
+                (open < self.limit.load(Ordering::Relaxed)).then_some(open + 1)
+            })
+            .ok()?;
         match self.free.pop(&self.links) {
             Popped::Node(index) => {
                 self.get(index).set(State::Opening);
-                self.open.fetch_add(1, Ordering::Relaxed);
                 Some(Vacant(index))
             }
-            _ => None,
+            // Cannot happen while `limit <= slots`: `open < limit` leaves a
+            // slot on the free list. Undo the count all the same.
+            _ => {
+                self.open.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
         }
     }
 
@@ -365,6 +402,7 @@ mod tests {
             last_used: t,
             generation: 0,
             last_ping: t,
+            fresh: false,
         }
     }
 

@@ -64,6 +64,9 @@ const CLOSED: u32 = 3;
 const TIMED_OUT: u32 = 4;
 /// Finished: nothing left to take, nothing to undo.
 const DONE: u32 = 5;
+/// Unlinked by `fail_all`: connecting failed with nothing open that could
+/// come back (fail fast); the error is the pool's, not the node's.
+const FAILED: u32 = 6;
 
 /// One waiting caller's place in the queue. Lives inside its [`Waiter`],
 /// which is pinned while the node may be linked.
@@ -212,7 +215,7 @@ impl<T> WaiterQueue<T> {
                     if let Some(w) = node.waker.with_mut(|w| (*w).take()) {
                         wakers.push(w);
                     }
-                    if state == CLOSED {
+                    if state == CLOSED || state == FAILED {
                         // Relaxed: as in `offer`.
                         self.waiting.fetch_sub(1, Ordering::Relaxed);
                     }
@@ -238,6 +241,13 @@ impl<T> WaiterQueue<T> {
     /// its `WAITERS` bit.
     pub(crate) fn close_all(&self, cleared: impl Fn()) {
         let (wakers, _) = self.unlink_where(cleared, CLOSED, |_| true);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Fails every queued waiter: connecting failed and nothing open could
+    /// come back to them (fail fast). Each reads the error from the pool.
+    pub(crate) fn fail_all(&self, cleared: impl Fn()) {
+        let (wakers, _) = self.unlink_where(cleared, FAILED, |_| true);
         wakers.into_iter().for_each(Waker::wake);
     }
 

@@ -83,7 +83,8 @@ async fn is_valid_runs_at_checkout_only_when_validation_is_on() {
     for _ in 0..3 {
         drop(pool.get().await.expect("get"));
     }
-    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 3);
+    // Not the first checkout: the connection was opened moments ago.
+    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 2);
 
     let pool = Pool::new(
         Bb8Manager::new(Fake::default()),

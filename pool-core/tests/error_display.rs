@@ -22,11 +22,13 @@ impl fmt::Display for Refused {
 
 impl Error for Refused {}
 
-/// Connects unless `down`; every validation fails when `invalid`.
+/// Connects unless `down` (slowly when `slow`); every validation fails
+/// when `invalid`.
 #[derive(Debug, Clone, Default)]
 struct Switch {
     down: Arc<AtomicBool>,
     invalid: Arc<AtomicBool>,
+    slow: Arc<AtomicBool>,
 }
 
 #[async_trait]
@@ -35,6 +37,9 @@ impl ManageConnection for Switch {
     type Error = Refused;
 
     async fn connect(&self) -> Result<(), Refused> {
+        if self.slow.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        }
         if self.down.load(Ordering::SeqCst) {
             Err(Refused("password authentication failed for user \"app\""))
         } else {
@@ -130,6 +135,8 @@ async fn a_timeout_carries_the_last_validation_error() {
     // The first connection is fresh; let it sit so checkout validates it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     manager.invalid.store(true, Ordering::SeqCst);
+    // Its replacement would be handed over unchecked (fresh): make it late.
+    manager.slow.store(true, Ordering::SeqCst);
     let err = pool
         .get_timeout(Duration::from_millis(200))
         .await

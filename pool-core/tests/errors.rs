@@ -51,6 +51,7 @@ async fn unreachable_database_times_out_with_the_connect_error_inside() {
         mock,
         config(2)
             .acquire_timeout(Duration::from_secs(2))
+            .fail_fast(false)
             .build()
             .unwrap(),
     );

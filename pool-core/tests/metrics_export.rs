@@ -203,6 +203,8 @@ async fn counters_histograms_and_gauges_follow_the_events() {
         config(1)
             .min_size(0)
             .idle_timeout(None)
+            // The refused connects below time out rather than fail fast.
+            .fail_fast(false)
             .leak_detection_threshold(Duration::from_millis(100))
             .housekeeping_period(Duration::from_secs(30)),
     );

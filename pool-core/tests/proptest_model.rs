@@ -2,17 +2,17 @@
 //! detach, timeout, cancel, broken and dirty returns, failing connects and
 //! soft eviction, checking the pool's invariants after every step.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
 mod support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+#[cfg(not(feature = "tokio-clock"))]
+compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
+
 use pool_core::{Pool, PooledConnection};
 use proptest::prelude::*;
-use support::{assert_bounds_with_detached, config, Mock};
+use support::{assert_bounds_within, config, Mock};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -28,6 +28,10 @@ enum Op {
     FailResets(bool),
     SoftEvict,
     Advance(u64),
+    /// `pool.resize(n)`; refused below `min_size`.
+    Resize(u32),
+    /// `pool.retain`: keeps the idle connections with an even id.
+    Retain,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -44,14 +48,19 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(Op::FailResets),
         1 => Just(Op::SoftEvict),
         1 => (1u64..200).prop_map(Op::Advance),
+        1 => (1u32..9).prop_map(Op::Resize),
+        1 => Just(Op::Retain),
     ]
 }
 
-/// Lets background work (connects, resets) finish on the paused clock.
-async fn settle(pool: &Pool<Mock>, detached: i64) {
+/// Lets background work (connects, resets) finish on the paused clock,
+/// checking the bounds at every step: `total` stays within `total_bound`
+/// (the live `max_size`, or what was open before a shrink) and the manager
+/// never had more than `alive_bound` alive at once.
+async fn settle(pool: &Pool<Mock>, detached: i64, total_bound: u32, alive_bound: u32) {
     for _ in 0..50 {
         tokio::task::yield_now().await;
-        assert_bounds_with_detached(pool, detached);
+        assert_bounds_within(pool, detached, total_bound, alive_bound);
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
@@ -86,6 +95,9 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
         );
         let mut held: Vec<PooledConnection<Mock>> = Vec::new();
         let mut detached = Vec::new();
+        let mut allowed = max;
+        // The highest bound ever in force: what the manager may see alive.
+        let mut highest = max;
         for op in ops {
             match op {
                 Op::Get => {
@@ -130,11 +142,30 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
                 Op::FailResets(on) => mock.script.set(&mock.script.fail_reset, on),
                 Op::SoftEvict => pool.soft_evict_all(),
                 Op::Advance(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Op::Resize(n) => {
+                    let n = n.min(pool.config().max_size_ceiling());
+                    match pool.resize(n) {
+                        Ok(()) => assert_eq!(pool.state().max_size, n),
+                        Err(e) => assert!(n < min, "resize({n}) refused: {e}"),
+                    }
+                }
+                Op::Retain => {
+                    let idle = pool.metrics().idle as usize;
+                    let closed = pool.retain(|c, _| c.id % 2 == 0);
+                    assert!(closed <= idle);
+                }
             }
+            // Above the live bound only with connections kept from before a
+            // shrink: never more than were open then.
+            highest = highest.max(pool.state().max_size);
             let out = detached.len() as i64;
-            assert_bounds_with_detached(&pool, out);
-            settle(&pool, out).await;
+            assert_bounds_within(&pool, out, allowed.max(pool.state().max_size), highest);
+            settle(&pool, out, allowed.max(pool.state().max_size), highest).await;
             let m = pool.metrics();
+            if m.total > m.max_size {
+                assert!(m.in_use > 0 || m.opening > 0, "idle above the bound: {m:?}");
+            }
+            allowed = m.total.max(m.max_size);
             assert_eq!(m.in_use as usize, held.len(), "{m:?}");
             if min == 0 {
                 // Without a min_size to refill, connects end with demand.
@@ -149,7 +180,8 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
             );
         }
         drop(held);
-        settle(&pool, detached.len() as i64).await;
+        let bound = pool.state().max_size;
+        settle(&pool, detached.len() as i64, allowed.max(bound), highest).await;
         pool.close().await;
         assert_eq!(mock.script.alive(), detached.len() as i64);
     });

@@ -107,6 +107,7 @@ async fn recovers_when_the_database_comes_back() {
         mock.clone(),
         config(2)
             .acquire_timeout(Duration::from_millis(300))
+            .fail_fast(false)
             .build()
             .unwrap(),
     );

@@ -32,6 +32,8 @@ async fn times_out_without_the_password<C: SqlxConnection>(url: &str) {
         .max_size(2)
         .acquire_timeout(Duration::from_millis(400))
         .connect_timeout(Duration::from_millis(200))
+        // The timeout with the cause inside; fail fast is `fail_fast.rs`.
+        .fail_fast(false)
         .build()
         .unwrap();
     let pool = Pool::new_lazy(manager, config);

@@ -181,6 +181,8 @@ async fn unreachable_server_times_out_with_the_cause_and_no_password() {
     let config = pool_core::PoolConfig::builder()
         .max_size(2)
         .acquire_timeout(Duration::from_millis(500))
+        // The timeout with the cause inside; fail fast is `fail_fast.rs`.
+        .fail_fast(false)
         .build()
         .expect("config");
 

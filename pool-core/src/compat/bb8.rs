@@ -15,8 +15,10 @@
 //! `ValidationMode::None`.
 //!
 //! bb8's `CustomizeConnection::on_acquire` corresponds to this pool's
-//! `Hooks::after_connect`; its `ErrorSink` has no counterpart: errors reach
-//! the caller of `get()` inside `PoolError::Timeout`, and `tracing`.
+//! `Hooks::after_connect`; its `ErrorSink` has no counterpart: errors go to
+//! `tracing`, and a connect error reaches the caller of `get()` at once as
+//! `PoolError::ConnectFailed` when no connection is open (fail fast), else
+//! inside `PoolError::Timeout`.
 //!
 //! The bb8 manager's `Error` must be a `std::error::Error`, so that
 //! [`Bb8Error`] can print its message and return it from `source()` (bb8

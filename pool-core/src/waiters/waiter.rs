@@ -7,7 +7,7 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use super::{Node, WaiterQueue, DONE, NEW, QUEUED, READY, TIMED_OUT};
+use super::{Node, WaiterQueue, DONE, FAILED, NEW, QUEUED, READY, TIMED_OUT};
 use crate::clock::Stamp;
 use crate::linked_list::Pointers;
 use crate::sync::{lock, AtomicU32, Ordering, UnsafeCell};
@@ -41,6 +41,9 @@ pub(crate) enum Handed<T> {
     /// The deadline passed. The waiter still counts as waiting until it is
     /// dropped.
     TimedOut,
+    /// Connecting failed with nothing open that could come back (fail
+    /// fast); the pool holds the error.
+    Failed,
 }
 
 /// A caller waiting for a handoff: a future resolving to how the wait
@@ -139,6 +142,10 @@ impl<T, H: WaitHost<T>> Future for Waiter<'_, T, H> {
                 NEW => return this.register(cx.waker()),
                 READY => return Poll::Ready(Handed::Value(this.take_value())),
                 TIMED_OUT => return Poll::Ready(Handed::TimedOut),
+                FAILED => {
+                    this.node.state.store(DONE, Ordering::Relaxed);
+                    return Poll::Ready(Handed::Failed);
+                }
                 QUEUED => {
                     // Still queued (woken for something else): refresh the
                     // waker unless the stored one wakes the same task.

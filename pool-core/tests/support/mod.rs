@@ -36,6 +36,9 @@ pub struct Script {
     pub on_needs_reset: Act,
     pub connect_delay_ms: AtomicU64,
     pub fail_connect: AtomicBool,
+    /// `connect` fails with a capacity refusal ("fleet budget exhausted"),
+    /// which `is_capacity_refusal` recognises.
+    pub refuse_capacity: AtomicBool,
     pub fail_valid: AtomicBool,
     pub valid_calls: AtomicU64,
     pub valid_delay_ms: AtomicU64,
@@ -222,6 +225,9 @@ impl ManageConnection for Mock {
         if s.fail_connect.load(Ordering::SeqCst) {
             return Err(MockError("connection refused"));
         }
+        if s.refuse_capacity.load(Ordering::SeqCst) {
+            return Err(MockError("fleet budget exhausted"));
+        }
         let alive = s.alive.fetch_add(1, Ordering::SeqCst) + 1;
         s.max_alive.fetch_max(alive, Ordering::SeqCst);
         Ok(Conn {
@@ -243,6 +249,10 @@ impl ManageConnection for Mock {
             return Err(MockError("ping failed"));
         }
         Ok(())
+    }
+
+    fn is_capacity_refusal(&self, e: &MockError) -> bool {
+        e.0.contains("fleet budget")
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -339,6 +349,16 @@ pub fn assert_bounds(pool: &Pool<Mock>) {
 /// good (they stay alive outside it, so the manager's high-water mark says
 /// nothing about the bound then and is not checked).
 pub fn assert_bounds_with_detached(pool: &Pool<Mock>, detached: i64) {
+    let config = pool.config();
+    assert_bounds_within(pool, detached, pool.state().max_size, config.max_size());
+}
+
+/// [`assert_bounds_with_detached`] for a pool whose bound moves at run time
+/// (`resize`): `total` may stand above the live `max_size` by connections
+/// kept from before a shrink, but never above `total_bound`, and the
+/// manager never had more than `alive_bound` (the highest bound in force)
+/// alive at once.
+pub fn assert_bounds_within(pool: &Pool<Mock>, detached: i64, total_bound: u32, alive_bound: u32) {
     let s = &pool.manager().script;
     let config = pool.config();
     // Read in this order: `closed` before `alive`, then the snapshot, then
@@ -356,12 +376,14 @@ pub fn assert_bounds_with_detached(pool: &Pool<Mock>, detached: i64) {
         "{surely_alive} connections alive through the snapshot, but total is {}: {m:?}",
         m.total
     );
-    assert!(m.total <= m.max_size, "total above max_size: {m:?}");
     assert!(
-        detached > 0 || s.max_alive() <= i64::from(config.max_size()),
-        "the manager saw {} connections alive at once, max_size is {}",
+        m.total <= total_bound,
+        "total above its bound {total_bound}: {m:?}"
+    );
+    assert!(
+        detached > 0 || s.max_alive() <= i64::from(alive_bound),
+        "the manager saw {} connections alive at once, the bound is {alive_bound}",
         s.max_alive(),
-        config.max_size()
     );
     assert!(
         s.max_connecting() <= i64::from(config.max_concurrent_connects()),
@@ -415,4 +437,16 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     panic!("{what}: not reached after 10 000 polls 1 ms apart");
+}
+
+/// Checks out `n` connections together and returns them, so none is fresh
+/// any more: a fresh connection's first checkout skips validation and
+/// `before_acquire` (SPEC 12), which tests of those checks must get past.
+pub async fn use_each<M: ManageConnection>(pool: &pool_core::Pool<M>, n: usize) {
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        held.push(pool.get().await.expect("warm-up checkout"));
+    }
+    drop(held);
+    until(|| pool.state().in_use == 0).await;
 }

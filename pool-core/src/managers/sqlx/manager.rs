@@ -205,6 +205,14 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     type Connection = C;
     type Error = Error;
 
+    /// A connect refused for want of a fleet budget ticket is capacity, not
+    /// a database failure: callers keep waiting (within `acquire_timeout`)
+    /// instead of failing fast (SPEC points 13 and 29).
+    fn is_capacity_refusal(&self, error: &Error) -> bool {
+        matches!(error, Error::Configuration(cause)
+            if cause.is::<crate::managers::fleet::FleetBudgetExhausted>())
+    }
+
     /// Opens a connection with the manager's options, after fetching the
     /// password if a provider is set, and takes its fleet budget ticket if
     /// a budget is set.

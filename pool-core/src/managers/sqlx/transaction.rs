@@ -179,7 +179,9 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
 /// What a failed checkout becomes where sqlx's error type is expected (the
 /// pool as an executor, [`Pool::begin`](crate::Pool::begin)):
 /// `PoolError::Timeout` is `sqlx::Error::PoolTimedOut`, `Closed` is
-/// `PoolClosed`, `Backend(e)` is `e`.
+/// `PoolClosed`, `Backend(e)` is `e`, and `ConnectFailed(e)` (fail fast) is
+/// `e` when this caller holds the only reference, else an `Io` error with
+/// its message.
 ///
 /// `PoolTimedOut` carries nothing, so the timeout's details (how long, in
 /// which phase, the pool's counts, the last connect error) are logged at
@@ -188,6 +190,8 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
 pub fn into_sqlx_error(error: PoolError<Error>) -> Error {
     match error {
         PoolError::Backend(e) => e,
+        PoolError::ConnectFailed(e) => std::sync::Arc::try_unwrap(e)
+            .unwrap_or_else(|e| Error::Io(std::io::Error::other(e.to_string()))),
         PoolError::Closed => Error::PoolClosed,
         e => {
             tracing::debug!(error = %e, "checkout for a sqlx call failed");

@@ -431,6 +431,13 @@ where
     type Connection = PgClient;
     type Error = PgError;
 
+    /// A connect refused because the fleet budget had no free ticket is
+    /// a capacity refusal, not a database failure: fail fast does not
+    /// apply (SPEC 29).
+    fn is_capacity_refusal(&self, error: &PgError) -> bool {
+        error.is_fleet_budget_exhausted()
+    }
+
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
         let (client, connection) = match &self.password {
