@@ -21,16 +21,6 @@ use crate::slots::{Entry, Handoff};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 
-/// What the synchronous fast path found.
-enum Fast<M: ManageConnection> {
-    /// Handed out.
-    Ready(PooledConnection<M>),
-    /// Popped, but it needs validation or a hook: the slow path checks it.
-    Check(Handoff<M::Connection>),
-    /// Nothing idle (or callers queued): wait.
-    Empty,
-}
-
 /// Why a checkout attempt did not produce a connection.
 enum Refused {
     /// That connection was unusable and closed; try another.
@@ -103,7 +93,7 @@ impl<M: ManageConnection> Shared<M> {
     /// `get()` with a total time limit.
     ///
     /// The common case, an idle connection that needs no check, is served
-    /// synchronously by [`Shared::checkout_now`] (after one unit of tokio's
+    /// synchronously, without a lock or an allocation (after one unit of tokio's
     /// cooperative budget); the rest (waiting, validation, hooks, retries)
     /// is the async slow path.
     pub(crate) async fn acquire(
@@ -116,32 +106,27 @@ impl<M: ManageConnection> Shared<M> {
         // behind it on the same worker. Yields only once the budget is spent.
         tokio::task::consume_budget().await;
         let now = self.clock().now();
-        let popped = match self.checkout_now(now)? {
-            Fast::Ready(conn) => return Ok(conn),
-            Fast::Check(h) => Some(h),
-            Fast::Empty => None,
-        };
-        self.acquire_slow(now, popped, timeout).await
-    }
-
-    /// Pops an idle connection and, when it needs no async check, hands it
-    /// out: no lock, no allocation, one clock read (by the caller).
-    #[inline]
-    fn checkout_now(self: &Arc<Self>, now: Stamp) -> Result<Fast<M>, PoolError<M::Error>> {
-        loop {
-            let Some(h) = self.pop_idle()? else {
-                return Ok(Fast::Empty);
+        // The fast path, written out here so that the guard is built in
+        // place from the popped token: no `Result`/`Option`/enum layers for
+        // the token to be copied through (each copy of its odd-sized value
+        // through stack slots cost store-forwarding stalls).
+        let popped = loop {
+            let h = match self.slots().pop_idle() {
+                Popped::Node(h) => h,
+                Popped::Empty | Popped::Waiters => break None,
+                Popped::Closed => return Err(PoolError::Closed),
             };
             if let Some(reason) = self.expired(&h.entry, now) {
                 self.evict(h, reason);
                 continue;
             }
             if self.needs_check(&h.entry, now) {
-                return Ok(Fast::Check(h));
+                break Some(h);
             }
             self.slots().slot(&h).count_checkout();
-            return Ok(Fast::Ready(self.hand_out(h, now)));
-        }
+            return Ok(self.hand_out(h, now));
+        };
+        self.acquire_slow(now, popped, timeout).await
     }
 
     /// Whether a connection must be validated or shown to the
