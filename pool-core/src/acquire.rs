@@ -17,7 +17,7 @@ use crate::connection::PooledConnection;
 use crate::floating::Floating;
 use crate::index_stack::Popped;
 use crate::shared::Shared;
-use crate::slots::{Entry, Handoff};
+use crate::slots::{Entry, Handoff, Held};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 
@@ -110,21 +110,23 @@ impl<M: ManageConnection> Shared<M> {
         // place from the popped token: no `Result`/`Option`/enum layers for
         // the token to be copied through (each copy of its odd-sized value
         // through stack slots cost store-forwarding stalls).
+        let slots = self.slots();
         let popped = loop {
-            let h = match self.slots().pop_idle() {
-                Popped::Node(h) => h,
+            let held = match slots.pop_held() {
+                Popped::Node(held) => held,
                 Popped::Empty | Popped::Waiters => break None,
                 Popped::Closed => return Err(PoolError::Closed),
             };
-            if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h, reason);
+            let entry = slots.entry(&held);
+            if let Some(reason) = self.expired(entry, now) {
+                self.evict(slots.take_held(held), reason);
                 continue;
             }
-            if self.needs_check(&h.entry, now) {
-                break Some(h);
+            if self.needs_check(entry, now) {
+                break Some(slots.take_held(held));
             }
-            self.slots().slot(&h).count_checkout();
-            return Ok(self.hand_out(h, now));
+            slots.held_slot(&held).count_checkout();
+            return Ok(self.hand_out(held, now));
         };
         self.acquire_slow(now, popped, timeout).await
     }
@@ -145,11 +147,11 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Makes the guard of a connection that passed its checks.
     #[inline]
-    fn hand_out(self: &Arc<Self>, h: Handoff<M::Connection>, now: Stamp) -> PooledConnection<M> {
+    fn hand_out(self: &Arc<Self>, held: Held, now: Stamp) -> PooledConnection<M> {
         if self.config().leak_detection_threshold().is_some() {
-            self.slots().slot(&h).leak.taken(now);
+            self.slots().held_slot(&held).leak.taken(now);
         }
-        PooledConnection::new(self.clone(), h, now)
+        PooledConnection::new(self.clone(), held, now)
     }
 
     async fn acquire_slow(
@@ -262,7 +264,7 @@ impl<M: ManageConnection> Shared<M> {
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats().acquire_wait.local().record(waited);
-        self.hand_out(h, now)
+        self.hand_out(self.slots().hold(h), now)
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -294,14 +296,18 @@ impl<M: ManageConnection> Shared<M> {
     /// An idle connection now, or `None`; never waits, never connects.
     pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
         let now = self.clock().now();
+        let slots = self.slots();
         loop {
-            let h = self.pop_idle().ok()??;
-            if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h, reason);
+            let held = match slots.pop_held() {
+                Popped::Node(held) => held,
+                _ => return None,
+            };
+            if let Some(reason) = self.expired(slots.entry(&held), now) {
+                self.evict(slots.take_held(held), reason);
                 continue;
             }
-            self.slots().slot(&h).count_checkout();
-            return Some(self.hand_out(h, now));
+            slots.held_slot(&held).count_checkout();
+            return Some(self.hand_out(held, now));
         }
     }
 }
