@@ -503,6 +503,35 @@ mod tests {
     }
 
     #[test]
+    fn a_held_connection_is_used_and_parked_in_place() {
+        let s = Slots::new(1);
+        let slot = s.reserve().unwrap();
+        s.push_idle(s.fill(slot, entry(5))).unwrap();
+        let Popped::Node(mut held) = s.pop_held() else {
+            panic!("one idle")
+        };
+        assert_eq!(counts(&s), (0, 1, 0, 1));
+        s.entry_mut(&mut held).conn += 1;
+        assert_eq!(s.entry(&held).conn, 6);
+        s.push_held(held).unwrap();
+        assert_eq!(counts(&s), (1, 0, 0, 1));
+        // Taken out and put back: the same connection, still in use.
+        let Popped::Node(held) = s.pop_held() else {
+            panic!("parked again")
+        };
+        let h = s.take_held(held);
+        assert_eq!(h.entry.conn, 6);
+        let held = s.hold(h);
+        assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
+        let (why, back) = s.push_held(held).unwrap_err();
+        assert_eq!(why, PushRefused::Waiters);
+        let (slot, entry) = s.take_held(back).vacate();
+        assert_eq!(entry.conn, 6);
+        s.free(slot);
+        assert_eq!(counts(&s), (0, 0, 0, 0));
+    }
+
+    #[test]
     fn take_idle_yields_every_connection_once() {
         let s = Slots::new(3);
         for conn in 0..3 {
