@@ -17,19 +17,9 @@ use crate::connection::PooledConnection;
 use crate::floating::Floating;
 use crate::index_stack::Popped;
 use crate::shared::Shared;
-use crate::slots::{Entry, Handoff};
+use crate::slots::{Entry, Handoff, Held};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
-
-/// What the synchronous fast path found.
-enum Fast<M: ManageConnection> {
-    /// Handed out.
-    Ready(PooledConnection<M>),
-    /// Popped, but it needs validation or a hook: the slow path checks it.
-    Check(Handoff<M::Connection>),
-    /// Nothing idle (or callers queued): wait.
-    Empty,
-}
 
 /// Why a checkout attempt did not produce a connection.
 enum Refused {
@@ -124,7 +114,7 @@ impl<M: ManageConnection> Shared<M> {
     /// `get()` with a total time limit.
     ///
     /// The common case, an idle connection that needs no check, is served
-    /// synchronously by [`Shared::checkout_now`] (after one unit of tokio's
+    /// synchronously, without a lock or an allocation (after one unit of tokio's
     /// cooperative budget); the rest (waiting, validation, hooks, retries)
     /// is the async slow path.
     pub(crate) async fn acquire(
@@ -137,32 +127,29 @@ impl<M: ManageConnection> Shared<M> {
         // behind it on the same worker. Yields only once the budget is spent.
         tokio::task::consume_budget().await;
         let now = self.clock().now();
-        let popped = match self.checkout_now(now)? {
-            Fast::Ready(conn) => return Ok(conn),
-            Fast::Check(h) => Some(h),
-            Fast::Empty => None,
-        };
-        self.acquire_slow(now, popped, timeout).await
-    }
-
-    /// Pops an idle connection and, when it needs no async check, hands it
-    /// out: no lock, no allocation, one clock read (by the caller).
-    #[inline]
-    fn checkout_now(self: &Arc<Self>, now: Stamp) -> Result<Fast<M>, PoolError<M::Error>> {
-        loop {
-            let Some(h) = self.pop_idle()? else {
-                return Ok(Fast::Empty);
+        // The fast path, written out here so that the guard is built in
+        // place from the popped token: no `Result`/`Option`/enum layers for
+        // the token to be copied through (each copy of its odd-sized value
+        // through stack slots cost store-forwarding stalls).
+        let slots = self.slots();
+        let popped = loop {
+            let held = match slots.pop_held() {
+                Popped::Node(held) => held,
+                Popped::Empty | Popped::Waiters => break None,
+                Popped::Closed => return Err(PoolError::Closed),
             };
-            if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h, reason);
+            let entry = slots.entry(&held);
+            if let Some(reason) = self.expired(entry, now) {
+                self.evict(slots.take_held(held), reason);
                 continue;
             }
-            if self.needs_check(&h.entry, now) {
-                return Ok(Fast::Check(h));
+            if self.needs_check(entry, now) {
+                break Some(slots.take_held(held));
             }
-            self.slots().slot(&h).count_checkout();
-            return Ok(Fast::Ready(self.hand_out(h, now)));
-        }
+            slots.held_slot(&held).count_checkout();
+            return Ok(self.hand_out(held, now));
+        };
+        self.acquire_slow(now, popped, timeout).await
     }
 
     /// Whether a connection must be validated or shown to the
@@ -182,14 +169,14 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Makes the guard of a connection that passed its checks.
     #[inline]
-    fn hand_out(self: &Arc<Self>, h: Handoff<M::Connection>, now: Stamp) -> PooledConnection<M> {
+    fn hand_out(self: &Arc<Self>, held: Held, now: Stamp) -> PooledConnection<M> {
         if self.config().leak_detection_threshold().is_some() {
-            self.slots().slot(&h).leak.taken(now);
+            self.slots().held_slot(&held).leak.taken(now);
         }
         if self.config().min_idle() != 0 {
             self.top_up_idle();
         }
-        PooledConnection::new(self.clone(), h, now)
+        PooledConnection::new(self.clone(), held, now)
     }
 
     async fn acquire_slow(
@@ -305,7 +292,7 @@ impl<M: ManageConnection> Shared<M> {
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats().acquire_wait.local().record(waited);
-        self.hand_out(h, now)
+        self.hand_out(self.slots().hold(h), now)
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -337,14 +324,18 @@ impl<M: ManageConnection> Shared<M> {
     /// An idle connection now, or `None`; never waits, never connects.
     pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
         let now = self.clock().now();
+        let slots = self.slots();
         loop {
-            let h = self.pop_idle().ok()??;
-            if let Some(reason) = self.expired(&h.entry, now) {
-                self.evict(h, reason);
+            let held = match slots.pop_held() {
+                Popped::Node(held) => held,
+                _ => return None,
+            };
+            if let Some(reason) = self.expired(slots.entry(&held), now) {
+                self.evict(slots.take_held(held), reason);
                 continue;
             }
-            self.slots().slot(&h).count_checkout();
-            return Some(self.hand_out(h, now));
+            slots.held_slot(&held).count_checkout();
+            return Some(self.hand_out(held, now));
         }
     }
 }

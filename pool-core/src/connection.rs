@@ -28,7 +28,7 @@ use crate::clock::Stamp;
 use crate::floating::Floating;
 use crate::index_stack::PushRefused;
 use crate::shared::Shared;
-use crate::slots::{Handoff, State};
+use crate::slots::{Handoff, Held, Slot, State};
 use crate::stats::Reason;
 
 /// A connection checked out of a [`Pool`](crate::Pool).
@@ -44,9 +44,10 @@ use crate::stats::Reason;
 /// lost.
 pub struct PooledConnection<M: ManageConnection> {
     shared: Arc<Shared<M>>,
-    /// The connection and its slot. Taken only by `drop` or `detach`, each
-    /// of which ends the guard.
-    handoff: ManuallyDrop<Handoff<M::Connection>>,
+    /// The slot, whose connection is used in place: checkout and return
+    /// move this token, not the connection. Taken only by `drop` or
+    /// `detach`, each of which ends the guard.
+    held: ManuallyDrop<Held>,
     checked_out_at: Stamp,
     /// Set by `discard`: close instead of returning.
     discard: bool,
@@ -59,17 +60,18 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PooledConnection")
             .field("pool", &self.shared.config().name())
-            .field("slot", &self.handoff.index())
-            .field("conn", &self.handoff.entry.conn)
+            .field("slot", &self.held.index())
+            .field("conn", &**self)
             .finish()
     }
 }
 
 impl<M: ManageConnection> PooledConnection<M> {
-    pub(crate) fn new(shared: Arc<Shared<M>>, h: Handoff<M::Connection>, now: Stamp) -> Self {
+    #[inline]
+    pub(crate) fn new(shared: Arc<Shared<M>>, held: Held, now: Stamp) -> Self {
         Self {
             shared,
-            handoff: ManuallyDrop::new(h),
+            held: ManuallyDrop::new(held),
             checked_out_at: now,
             discard: false,
         }
@@ -86,16 +88,17 @@ impl<M: ManageConnection> PooledConnection<M> {
     /// now the caller's business.
     pub fn detach(self) -> M::Connection {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `handoff` and `shared` are
+        // SAFETY: `this` is never dropped, so `held` and `shared` are
         // each taken once here and not used again.
-        let (h, shared) = unsafe {
+        let (held, shared) = unsafe {
             (
-                ManuallyDrop::take(&mut this.handoff),
+                ManuallyDrop::take(&mut this.held),
                 std::ptr::read(&this.shared),
             )
         };
-        shared.release_tracking(&h, shared.clock().now().since(this.checked_out_at));
-        let (slot, entry) = h.vacate();
+        let held_for = shared.clock().now().since(this.checked_out_at);
+        shared.release_tracking(shared.slots().held_slot(&held), held_for);
+        let (slot, entry) = shared.slots().take_held(held).vacate();
         shared.free_slot(slot);
         entry.conn
     }
@@ -104,27 +107,31 @@ impl<M: ManageConnection> PooledConnection<M> {
 impl<M: ManageConnection> Deref for PooledConnection<M> {
     type Target = M::Connection;
 
+    #[inline]
     fn deref(&self) -> &M::Connection {
-        &self.handoff.entry.conn
+        &self.shared.slots().entry(&self.held).conn
     }
 }
 
 impl<M: ManageConnection> DerefMut for PooledConnection<M> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut M::Connection {
-        &mut self.handoff.entry.conn
+        &mut self.shared.slots().entry_mut(&mut self.held).conn
     }
 }
 
 impl<M: ManageConnection> Drop for PooledConnection<M> {
     fn drop(&mut self) {
-        // SAFETY: `drop` runs once and nothing reads `handoff` after it.
-        let h = unsafe { ManuallyDrop::take(&mut self.handoff) };
+        // SAFETY: `drop` runs once and nothing reads `held` after it.
+        let held = unsafe { ManuallyDrop::take(&mut self.held) };
         if self.discard {
-            let held = self.shared.clock().now().since(self.checked_out_at);
-            self.shared.release_tracking(&h, held);
-            self.shared.evict(h, Reason::Closed);
+            let slots = self.shared.slots();
+            let held_for = self.shared.clock().now().since(self.checked_out_at);
+            self.shared
+                .release_tracking(slots.held_slot(&held), held_for);
+            self.shared.evict(slots.take_held(held), Reason::Closed);
         } else {
-            self.shared.checkin(h, self.checked_out_at);
+            self.shared.checkin(held, self.checked_out_at);
         }
     }
 }
@@ -132,9 +139,9 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
 impl<M: ManageConnection> Shared<M> {
     /// Ends the checkout bookkeeping of a connection held for `held`: the
     /// hold time histogram and the leak state.
-    pub(crate) fn release_tracking(&self, h: &Handoff<M::Connection>, held: Duration) {
+    pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {
         if self.config().leak_detection_threshold().is_some() {
-            if let Some(held) = self.slots().slot(h).leak.returned(held) {
+            if let Some(held) = slot.leak.returned(held) {
                 tracing::info!(
                     pool = self.config().name(),
                     held_ms = held.as_millis() as u64,
@@ -146,33 +153,41 @@ impl<M: ManageConnection> Shared<M> {
         self.stats().hold.local().record_bucket(held);
     }
 
-    /// Takes back a connection from a dropped guard.
-    pub(crate) fn checkin(self: &Arc<Self>, mut h: Handoff<M::Connection>, checked_out_at: Stamp) {
+    /// Takes back a connection from a dropped guard; a clean one is
+    /// checked and parked in place, without leaving its slot.
+    pub(crate) fn checkin(self: &Arc<Self>, mut held: Held, checked_out_at: Stamp) {
         let now = self.clock().now();
         let held_for = now.since(checked_out_at);
-        self.release_tracking(&h, held_for);
+        let slots = self.slots();
+        self.release_tracking(slots.held_slot(&held), held_for);
         let manager = self.manager();
-        let broken = match catch_unwind(AssertUnwindSafe(|| manager.has_broken(&mut h.entry.conn)))
-        {
+        let broken = match catch_unwind(AssertUnwindSafe(|| {
+            manager.has_broken(&mut slots.entry_mut(&mut held).conn)
+        })) {
             Ok(broken) => broken,
-            Err(panic) => return self.manager_panicked(h, "has_broken", panic),
+            Err(panic) => return self.manager_panicked(slots.take_held(held), "has_broken", panic),
         };
         if broken {
-            return self.evict(h, Reason::Broken);
+            return self.evict(slots.take_held(held), Reason::Broken);
         }
-        if let Some(reason) = self.expired(&h.entry, now) {
-            return self.evict(h, reason);
+        if let Some(reason) = self.expired(slots.entry(&held), now) {
+            return self.evict(slots.take_held(held), reason);
         }
-        h.entry.last_used = now;
-        h.entry.fresh = false;
-        let dirty = match catch_unwind(AssertUnwindSafe(|| manager.needs_reset(&mut h.entry.conn)))
-        {
+        let entry = slots.entry_mut(&mut held);
+        entry.last_used = now;
+        entry.fresh = false;
+        let dirty = match catch_unwind(AssertUnwindSafe(|| {
+            manager.needs_reset(&mut slots.entry_mut(&mut held).conn)
+        })) {
             Ok(dirty) => dirty,
-            Err(panic) => return self.manager_panicked(h, "needs_reset", panic),
+            Err(panic) => {
+                return self.manager_panicked(slots.take_held(held), "needs_reset", panic)
+            }
         };
         if !dirty && !self.has_return_hook() {
-            return self.deliver(h);
+            return self.deliver_held(held);
         }
+        let h = slots.take_held(held);
         // Reset (or the hook) is async: run it in a task that holds the
         // connection in flight, so a runtime shutting down mid-reset still
         // frees the slot.
@@ -185,6 +200,27 @@ impl<M: ManageConnection> Shared<M> {
         };
         let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
         runtime.spawn(reset_then_deliver(conn, dirty, held_for));
+    }
+
+    /// [`deliver`](Self::deliver) for a connection still in its slot: with
+    /// nobody waiting, it is parked without moving.
+    #[inline]
+    fn deliver_held(self: &Arc<Self>, held: Held) {
+        let slots = self.slots();
+        // Callers queued, or over the bound after a shrink (`deliver`
+        // retires it): the slow path.
+        if !slots.has_waiters() && !slots.over_limit() {
+            match slots.push_held(held) {
+                Ok(()) => {}
+                Err((PushRefused::Closed, back)) => {
+                    self.evict(slots.take_held(back), Reason::Closed);
+                }
+                // Callers queued since the check: hand it over.
+                Err((PushRefused::Waiters, back)) => self.deliver(slots.take_held(back)),
+            }
+            return;
+        }
+        self.deliver(slots.take_held(held));
     }
 
     /// Puts a connection the caller owns back in service: to the longest

@@ -27,7 +27,7 @@
 //! # One connection's journey
 //!
 //! 1. **`get`** (`pool.rs`) calls `Shared::acquire` (`acquire.rs`), whose
-//!    fast path `checkout_now` pops the idle stack with `Slots::pop_idle`
+//!    fast path pops the idle stack with `Slots::pop_idle`
 //!    (`slots.rs`): one CAS that yields a [`Handoff`], the token that owns
 //!    the slot and its connection.
 //! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a

@@ -9,13 +9,15 @@
 //! A slot is owned by exactly one party at a time: a stack (the idle stack
 //! or the free list, see `index_stack.rs`, "Ownership") or whoever holds
 //! its token. The tokens are values, neither `Copy` nor `Clone`: a
-//! [`Handoff`] owns a slot and the connection in it, a [`Vacant`] owns an
-//! empty slot. Every way to get a slot yields one ([`Slots::reserve`],
-//! [`Slots::pop_idle`], [`Slots::mark_waiting`], the [`Chain`] of
+//! [`Handoff`] owns a slot and the connection taken out of it, a [`Held`]
+//! owns a slot whose connection is used in place (the caller's guard), a
+//! [`Vacant`] owns an empty slot. Every way to get a slot yields one ([`Slots::reserve`],
+//! [`Slots::pop_idle`], [`Slots::pop_held`], [`Slots::mark_waiting`], the [`Chain`] of
 //! [`Slots::take_idle`] and [`Slots::close_idle`]) and every way to give one
-//! up consumes one ([`Slots::push_idle`], which hands it back on refusal,
-//! and [`Slots::free`]). The only `unsafe` access to a slot's connection,
-//! `put` and `take`, is private to this module, justified by the token or
+//! up consumes one ([`Slots::push_idle`] and [`Slots::push_held`], which hand
+//! it back on refusal, and [`Slots::free`]). The only `unsafe` access to a
+//! slot's connection (`put`, `take`, and the borrows [`Slots::entry`] and
+//! [`Slots::entry_mut`] through a `Held`) is private to this module, justified by the token or
 //! the stack operation that proves ownership.
 //!
 //! State and checkout count live in the slot, written only by the slot's
@@ -48,15 +50,26 @@ pub(crate) struct Handoff<C> {
 }
 
 impl<C> Handoff<C> {
-    /// The slot's index (for logs and the model tests).
-    pub(crate) fn index(&self) -> u16 {
-        self.index
-    }
-
     /// The connection leaves the pool's hands (closed or detached); the
     /// slot stays owned, empty, until [`Slots::free`] takes it.
     pub(crate) fn vacate(self) -> (Vacant, Entry<C>) {
         (Vacant(self.index), self.entry)
+    }
+}
+
+/// An owned slot whose connection stays in it while its owner uses it:
+/// the caller's guard holds this, so a checkout and a clean return move
+/// two bytes instead of the connection and its [`Entry`]. Not `Copy`, not
+/// `Clone`; [`Slots::entry`] and [`Slots::entry_mut`] reach the connection
+/// through it, [`Slots::push_held`] gives the slot back to the idle stack,
+/// and [`Slots::take_held`] takes the connection out as a [`Handoff`].
+#[derive(Debug)]
+pub(crate) struct Held(u16);
+
+impl Held {
+    /// The slot's index (for logs).
+    pub(crate) fn index(&self) -> u16 {
+        self.0
     }
 }
 
@@ -232,6 +245,79 @@ impl<C> Slots<C> {
             Popped::Waiters => Popped::Waiters,
             Popped::Closed => Popped::Closed,
         }
+    }
+
+    /// Pops an idle connection, counted in use, and leaves it in its slot.
+    #[inline]
+    pub(crate) fn pop_held(&self) -> Popped<Held> {
+        match self.idle.pop(&self.links) {
+            Popped::Node(index) => {
+                self.get(index).set(State::InUse);
+                Popped::Node(Held(index))
+            }
+            Popped::Empty => Popped::Empty,
+            Popped::Waiters => Popped::Waiters,
+            Popped::Closed => Popped::Closed,
+        }
+    }
+
+    /// Puts a connection back in its own slot, to be used in place.
+    #[inline]
+    pub(crate) fn hold(&self, h: Handoff<C>) -> Held {
+        let Handoff { index, entry } = h;
+        // SAFETY: the `Handoff` owned `index`; the `Held` made of it does.
+        unsafe { self.put(index, entry) };
+        Held(index)
+    }
+
+    /// Takes a held connection out of its slot (still owned, in use).
+    #[inline]
+    pub(crate) fn take_held(&self, h: Held) -> Handoff<C> {
+        // SAFETY: the `Held` owned `index` and its slot's connection.
+        unsafe { self.take(h.0) }
+    }
+
+    /// The connection a [`Held`] owns.
+    #[inline]
+    pub(crate) fn entry<'a>(&'a self, h: &'a Held) -> &'a Entry<C> {
+        // SAFETY: `h` owns the slot, so nobody else touches the cell while
+        // it is borrowed; a shared borrow of `h` only gives shared access.
+        let entry = self.get(h.0).entry.with_mut(|e| unsafe { (*e).as_ref() });
+        match entry {
+            Some(entry) => entry,
+            None => unreachable!("held slot {} held no connection", h.0),
+        }
+    }
+
+    /// The connection a [`Held`] owns, mutably.
+    #[inline]
+    pub(crate) fn entry_mut<'a>(&'a self, h: &'a mut Held) -> &'a mut Entry<C> {
+        // SAFETY: `h` owns the slot and is borrowed uniquely for as long as
+        // the returned borrow lives: no other access to the cell exists.
+        let entry = self.get(h.0).entry.with_mut(|e| unsafe { (*e).as_mut() });
+        match entry {
+            Some(entry) => entry,
+            None => unreachable!("held slot {} held no connection", h.0),
+        }
+    }
+
+    /// Parks a held connection on the idle stack, marked idle, without
+    /// moving it. Refused while callers wait or once closed.
+    #[inline]
+    pub(crate) fn push_held(&self, h: Held) -> Result<(), (PushRefused, Held)> {
+        // Marked idle before the push: once pushed, the slot is someone
+        // else's to mark.
+        self.get(h.0).set(State::Idle);
+        match self.idle.push(&self.links, h.0) {
+            Ok(()) => Ok(()),
+            Err(refused) => Err((refused, h)),
+        }
+    }
+
+    /// The slot a [`Held`] holds.
+    #[inline]
+    pub(crate) fn held_slot(&self, h: &Held) -> &Slot<C> {
+        self.get(h.0)
     }
 
     /// Parks a connection on the idle stack, marked idle. Refused while
@@ -451,6 +537,35 @@ mod tests {
         let (why, back) = s.push_idle(s.fill(slot, entry(8))).unwrap_err();
         assert_eq!(why, PushRefused::Closed);
         s.free(back.vacate().0);
+        assert_eq!(counts(&s), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_held_connection_is_used_and_parked_in_place() {
+        let s = Slots::new(1);
+        let slot = s.reserve().unwrap();
+        s.push_idle(s.fill(slot, entry(5))).unwrap();
+        let Popped::Node(mut held) = s.pop_held() else {
+            panic!("one idle")
+        };
+        assert_eq!(counts(&s), (0, 1, 0, 1));
+        s.entry_mut(&mut held).conn += 1;
+        assert_eq!(s.entry(&held).conn, 6);
+        s.push_held(held).unwrap();
+        assert_eq!(counts(&s), (1, 0, 0, 1));
+        // Taken out and put back: the same connection, still in use.
+        let Popped::Node(held) = s.pop_held() else {
+            panic!("parked again")
+        };
+        let h = s.take_held(held);
+        assert_eq!(h.entry.conn, 6);
+        let held = s.hold(h);
+        assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
+        let (why, back) = s.push_held(held).unwrap_err();
+        assert_eq!(why, PushRefused::Waiters);
+        let (slot, entry) = s.take_held(back).vacate();
+        assert_eq!(entry.conn, 6);
+        s.free(slot);
         assert_eq!(counts(&s), (0, 0, 0, 0));
     }
 

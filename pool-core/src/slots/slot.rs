@@ -35,7 +35,8 @@ impl Census {
 }
 
 pub(crate) struct Slot<C> {
-    /// `Some` exactly while the slot is on the idle stack.
+    /// `Some` exactly while the slot is on the idle stack or its
+    /// connection is used in place through a `Held` (a caller's guard).
     ///
     /// # Safety
     ///
