@@ -5,6 +5,7 @@
 //! queue as a waiter (see `waiters.rs`), ask for connections, and wait for a
 //! handoff until the deadline.
 
+use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,6 +110,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         timeout: Duration,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // Take part in tokio's cooperative budget, as its own semaphore does:
         // a task whose checkouts and queries are always ready would
@@ -116,18 +118,26 @@ impl<M: ManageConnection> Shared<M> {
         // behind it on the same worker. Yields only once the budget is spent.
         tokio::task::consume_budget().await;
         let now = self.clock().now();
-        let popped = match self.checkout_now(now)? {
+        let popped = match self.checkout_now(now, site)? {
             Fast::Ready(conn) => return Ok(conn),
             Fast::Check(h) => Some(h),
             Fast::Empty => None,
         };
-        self.acquire_slow(now, popped, timeout).await
+        self.acquire_slow(now, popped, timeout, site).await
     }
 
     /// Pops an idle connection and, when it needs no async check, hands it
     /// out: no lock, no allocation, one clock read (by the caller).
     #[inline]
-    fn checkout_now(self: &Arc<Self>, now: Stamp) -> Result<Fast<M>, PoolError<M::Error>> {
+    fn checkout_now(
+        self: &Arc<Self>,
+        now: Stamp,
+        site: &'static Location<'static>,
+    ) -> Result<Fast<M>, PoolError<M::Error>> {
+        // Suspended: nothing is handed out; the slow path waits.
+        if self.is_suspended() {
+            return Ok(Fast::Empty);
+        }
         loop {
             let Some(h) = self.pop_idle()? else {
                 return Ok(Fast::Empty);
@@ -140,7 +150,7 @@ impl<M: ManageConnection> Shared<M> {
                 return Ok(Fast::Check(h));
             }
             self.slots().slot(&h).count_checkout();
-            return Ok(Fast::Ready(self.hand_out(h, now)));
+            return Ok(Fast::Ready(self.hand_out(h, now, site)));
         }
     }
 
@@ -160,9 +170,18 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Makes the guard of a connection that passed its checks.
     #[inline]
-    fn hand_out(self: &Arc<Self>, h: Handoff<M::Connection>, now: Stamp) -> PooledConnection<M> {
-        if self.config().leak_detection_threshold().is_some() {
-            self.slots().slot(&h).leak.taken(now);
+    fn hand_out(
+        self: &Arc<Self>,
+        h: Handoff<M::Connection>,
+        now: Stamp,
+        site: &'static Location<'static>,
+    ) -> PooledConnection<M> {
+        let leak = &self.slots().slot(&h).leak;
+        leak.hold(site, now);
+        if self.config().leak_detection_threshold().is_some()
+            && self.config().leak_detection_backtrace()
+        {
+            leak.taken(site, now);
         }
         PooledConnection::new(self.clone(), h, now)
     }
@@ -172,6 +191,7 @@ impl<M: ManageConnection> Shared<M> {
         start: Stamp,
         mut popped: Option<Handoff<M::Connection>>,
         timeout: Duration,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // On the pool's own clock, like every timestamp: no OS clock read.
         // A limit too large to represent means no limit.
@@ -189,7 +209,12 @@ impl<M: ManageConnection> Shared<M> {
                     h
                 }
             };
-            match self.checkout(handoff, start, now, deadline).await {
+            // Suspended: the connection joins the parked idle set and the
+            // caller waits again (within its deadline) for `resume`.
+            let Some(handoff) = self.park_if_suspended(handoff) else {
+                continue;
+            };
+            match self.checkout(handoff, start, now, deadline, site).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => {
                     now = self.clock().now();
@@ -207,13 +232,14 @@ impl<M: ManageConnection> Shared<M> {
         start: Stamp,
         now: Stamp,
         deadline: Option<Stamp>,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, Refused> {
         if let Some(reason) = self.expired(&h.entry, now) {
             self.evict(h, reason);
             return Err(Refused::Retry);
         }
         if !self.needs_check(&h.entry, now) {
-            return Ok(self.handed_out_after_wait(h, start, now));
+            return Ok(self.handed_out_after_wait(h, start, now, site));
         }
         let created_at = h.entry.created_at;
         let idle_for = h.entry.idle_for(now);
@@ -234,7 +260,7 @@ impl<M: ManageConnection> Shared<M> {
             .count_check(self.clock(), created_at, checked.is_ok());
         checked?;
         let now = self.clock().now();
-        Ok(self.handed_out_after_wait(conn.land(), start, now))
+        Ok(self.handed_out_after_wait(conn.land(), start, now, site))
     }
 
     /// Validation (when due) and the `before_acquire` hook, within `limit`;
@@ -268,16 +294,39 @@ impl<M: ManageConnection> Shared<M> {
         Ok(())
     }
 
-    /// Records the wait of a slow-path checkout and makes its guard.
+    /// Records the wait of a slow-path checkout, warns when it was slow
+    /// (`slow_acquire_threshold`), and makes its guard.
     fn handed_out_after_wait(
         self: &Arc<Self>,
         h: Handoff<M::Connection>,
         start: Stamp,
         now: Stamp,
+        site: &'static Location<'static>,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats().acquire_wait.local().record(waited);
-        self.hand_out(h, now)
+        if self
+            .config()
+            .slow_acquire_threshold()
+            .is_some_and(|t| waited > t)
+        {
+            self.warn_slow_acquire(waited, site, now);
+        }
+        self.hand_out(h, now, site)
+    }
+
+    /// The slow-acquire WARN: the wait, the caller, and who held the
+    /// connections (before this caller's own is counted).
+    #[cold]
+    fn warn_slow_acquire(&self, waited: Duration, site: &'static Location<'static>, now: Stamp) {
+        let holders = self.holder_sites(now);
+        tracing::warn!(
+            pool = self.config().name(),
+            waited_ms = waited.as_millis() as u64,
+            caller = %site,
+            "slow acquire: waited {waited:?} for a connection at {site} ({state}; held: {holders})",
+            state = self.state(),
+        );
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -307,7 +356,13 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// An idle connection now, or `None`; never waits, never connects.
-    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
+    pub(crate) fn try_acquire(
+        self: &Arc<Self>,
+        site: &'static Location<'static>,
+    ) -> Option<PooledConnection<M>> {
+        if self.is_suspended() {
+            return None;
+        }
         let now = self.clock().now();
         loop {
             let h = self.pop_idle().ok()??;
@@ -316,7 +371,7 @@ impl<M: ManageConnection> Shared<M> {
                 continue;
             }
             self.slots().slot(&h).count_checkout();
-            return Some(self.hand_out(h, now));
+            return Some(self.hand_out(h, now, site));
         }
     }
 }

@@ -110,6 +110,7 @@ use crate::connector::Connector;
 use crate::housekeeper::Housekeeper;
 use crate::slots::{Entry, Handoff, Slots, Vacant};
 use crate::stats::{Reason, Stats};
+use crate::suspend::Suspension;
 use crate::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -142,6 +143,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     drained: Notify,
     /// The source of every timestamp.
     clock: Clock,
+    /// `suspend()` / `resume()` (`suspend.rs`).
+    suspension: Suspension<M::Connection>,
     #[cfg(feature = "metrics")]
     export: crate::export::Export,
 }
@@ -177,6 +180,7 @@ impl<M: ManageConnection> Shared<M> {
             last_error: Mutex::new(None),
             drained: Notify::new(),
             clock: Clock::new(),
+            suspension: Suspension::new(),
             #[cfg(feature = "metrics")]
             export: crate::export::Export::new(&config),
             config,
@@ -247,6 +251,10 @@ impl<M: ManageConnection> Shared<M> {
         &self.clock
     }
 
+    pub(crate) fn suspension(&self) -> &Suspension<M::Connection> {
+        &self.suspension
+    }
+
     #[cfg(feature = "metrics")]
     pub(crate) fn export(&self) -> &crate::export::Export {
         &self.export
@@ -285,12 +293,14 @@ impl<M: ManageConnection> Shared<M> {
 
     /// A snapshot of counts and counters (`Pool::metrics`).
     pub(crate) fn metrics(&self) -> PoolMetrics {
-        self.stats.snapshot(
+        let mut m = self.stats.snapshot(
             self.slots.census(),
             self.slots.checkouts(),
             self.waiters.waiting(),
             self.config.max_size(),
-        )
+        );
+        m.holders_by_site = self.holders_by_site();
+        m
     }
 
     pub(crate) fn set_last_error(&self, e: LastError) {
@@ -310,6 +320,7 @@ impl<M: ManageConnection> Shared<M> {
             phase,
             state: self.state(),
             last_error: self.last_error(),
+            holders: self.holder_sites(self.clock.now()),
         }
     }
 
@@ -373,6 +384,7 @@ impl<M: ManageConnection> Shared<M> {
         for h in self.slots.close_idle() {
             self.evict(h, Reason::Closed);
         }
+        self.close_parked();
         self.waiters.close_all(|| self.slots.clear_waiting());
     }
 
