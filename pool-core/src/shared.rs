@@ -21,7 +21,9 @@
 //! | `connector.rs` | `Connector`: demand-driven connects, their bound and back-off |
 //! | `housekeeper.rs` | `Housekeeper`: retirement, keepalive, refill, leak scan |
 //! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
-//! | `leak.rs`, `clock.rs`, `sync.rs` | leak records, timestamps, the loom shim |
+//! | `leak.rs` | holder sites (`holders()`, the sites in timeouts) and leak records |
+//! | `suspend.rs` | `suspend()` / `resume()`: the flag and the idle connections parked while suspended |
+//! | `clock.rs`, `sync.rs` | timestamps, the loom shim |
 //! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
 //!
 //! # One connection's journey
