@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::HolderSites;
+
 /// Which part of an acquisition ran out of time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -92,7 +94,7 @@ impl Error for ConnectTimedOut {}
 ///
 /// | variant | Display |
 /// |---|---|
-/// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use, 0 opening; 3 waiting); last error: connection refused` |
+/// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use, 0 opening; 3 waiting; 3 taken at src/orders.rs:88:23, held up to 1.9s; 1 at src/report.rs:40:9, held up to 210ms); last error: connection refused` |
 /// | [`Closed`](Self::Closed) | `pool is closed` |
 /// | [`Backend`](Self::Backend) | `connect failed: connection refused` |
 ///
@@ -110,7 +112,7 @@ pub enum PoolError<E> {
     /// No connection could be had in time.
     ///
     /// Display says how long it waited, what ran out of time, the pool's
-    /// counts at that moment and, as context, the last connect or validation
+    /// counts at that moment, the busiest holder sites and, as context, the last connect or validation
     /// error; `source()` returns that error too.
     Timeout {
         /// How long the call waited in all.
@@ -123,6 +125,10 @@ pub enum PoolError<E> {
         /// if any: a backend error (`E`, to downcast) or a
         /// [`ConnectTimedOut`].
         last_error: Option<Arc<dyn Error + Send + Sync>>,
+        /// Who held the connections when it gave up: the busiest sites
+        /// that took them, with how long they had been held (empty when
+        /// none was held, and for the initial connects of `Pool::new`).
+        holders: HolderSites,
     },
     /// The pool was closed (by `close()`) before or while the call waited.
     ///
@@ -163,12 +169,14 @@ impl<E: fmt::Debug> fmt::Debug for PoolError<E> {
                 phase,
                 state,
                 last_error,
+                holders,
             } => f
                 .debug_struct("Timeout")
                 .field("waited", waited)
                 .field("phase", phase)
                 .field("state", state)
                 .field("last_error", &last_error.as_ref().map(|e| e.to_string()))
+                .field("holders", &holders.to_string())
                 .finish(),
             PoolError::Closed => f.write_str("Closed"),
             PoolError::Backend(e) => f.debug_tuple("Backend").field(e).finish(),
@@ -185,9 +193,14 @@ impl<E: fmt::Display> fmt::Display for PoolError<E> {
                 phase,
                 state,
                 last_error,
+                holders,
             } => {
                 let waited = rounded(*waited);
-                write!(f, "timed out after {waited:?} {phase} ({state})")?;
+                if holders.is_empty() {
+                    write!(f, "timed out after {waited:?} {phase} ({state})")?;
+                } else {
+                    write!(f, "timed out after {waited:?} {phase} ({state}; {holders})")?;
+                }
                 if let Some(e) = last_error {
                     write!(f, "; last error: {e}")?;
                 }
@@ -202,7 +215,7 @@ impl<E: fmt::Display> fmt::Display for PoolError<E> {
 
 /// A wait as a person reads it: whole milliseconds from a millisecond up
 /// (`2.001s`, not `2.000981234s`), whole microseconds below.
-fn rounded(d: Duration) -> Duration {
+pub(crate) fn rounded(d: Duration) -> Duration {
     let unit = if d >= Duration::from_millis(1) {
         Duration::from_millis(1)
     } else {
@@ -238,6 +251,7 @@ mod tests {
             phase: TimeoutPhase::Wait,
             state: PoolState::new(0, 4, 0, 3, 4),
             last_error: Some(Arc::new(io::Error::other("connection refused"))),
+            holders: HolderSites::default(),
         };
         assert_eq!(
             err.to_string(),
@@ -246,6 +260,26 @@ mod tests {
         );
         assert_eq!(err.source().unwrap().to_string(), "connection refused");
         assert!(err.is_timeout());
+    }
+
+    #[test]
+    fn timeout_names_the_busiest_holder_sites() {
+        let here = std::panic::Location::caller();
+        let holders = [crate::Holder::new(here, Duration::from_millis(4_900))];
+        let err: PoolError<io::Error> = PoolError::Timeout {
+            waited: Duration::from_secs(5),
+            phase: TimeoutPhase::Wait,
+            state: PoolState::new(0, 1, 0, 1, 1),
+            last_error: None,
+            holders: HolderSites::from_holders(&holders, 3),
+        };
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "timed out after 5s waiting for a connection (1 of 1 open: 0 idle, 1 in use, \
+                 0 opening; 1 waiting; 1 taken at {here}, held up to 4.9s)"
+            )
+        );
     }
 
     #[test]
@@ -261,6 +295,7 @@ mod tests {
                 phase,
                 state: PoolState::new(1, 2, 1, 0, 4),
                 last_error: None,
+                holders: HolderSites::default(),
             };
             assert_eq!(
                 err.to_string(),
@@ -280,6 +315,7 @@ mod tests {
             phase: TimeoutPhase::Connect,
             state: PoolState::new(0, 0, 0, 1, 2),
             last_error: Some(Arc::new(ConnectTimedOut(Duration::from_secs(10)))),
+            holders: HolderSites::default(),
         };
         assert!(
             err.to_string()
@@ -301,6 +337,7 @@ mod tests {
                 phase: TimeoutPhase::Wait,
                 state: PoolState::default(),
                 last_error: None,
+                holders: HolderSites::default(),
             }
             .to_string()
         };
@@ -339,6 +376,7 @@ mod tests {
                 phase: TimeoutPhase::Wait,
                 state: PoolState::default(),
                 last_error: None,
+                holders: HolderSites::default(),
             },
         ];
         for err in errors {

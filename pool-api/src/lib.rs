@@ -15,6 +15,7 @@
 
 mod config;
 mod error;
+mod holders;
 mod hooks;
 mod manager;
 mod metrics;
@@ -22,6 +23,7 @@ mod metrics;
 pub use async_trait::async_trait;
 pub use config::{ConfigError, PoolConfig, PoolConfigBuilder, ValidationMode, MAX_POOL_SIZE};
 pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
+pub use holders::{Holder, HolderSites, SiteHolders};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};
 pub use manager::ManageConnection;
 pub use metrics::{Evictions, MetricNames, PoolMetrics};

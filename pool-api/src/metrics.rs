@@ -1,5 +1,6 @@
 //! The pool's figures at one moment.
 
+use std::panic::Location;
 use std::time::Duration;
 
 /// Which names the pool exports its series under, through the `metrics`
@@ -116,4 +117,8 @@ pub struct PoolMetrics {
     pub evictions: Evictions,
     /// Connections reported as held past `leak_detection_threshold`.
     pub leak_count: u64,
+    /// Connections held by callers now, by the site that took them (the
+    /// caller of `get()`), most first; `Pool::holders` has each one with
+    /// how long it has been held.
+    pub holders_by_site: Vec<(&'static Location<'static>, u32)>,
 }

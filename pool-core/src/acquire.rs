@@ -5,6 +5,7 @@
 //! queue as a waiter (see `waiters.rs`), ask for connections, and wait for a
 //! handoff until the deadline.
 
+use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,6 +121,7 @@ impl<M: ManageConnection> Shared<M> {
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         timeout: Duration,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // Take part in tokio's cooperative budget, as its own semaphore does:
         // a task whose checkouts and queries are always ready would
@@ -132,24 +134,29 @@ impl<M: ManageConnection> Shared<M> {
         // the token to be copied through (each copy of its odd-sized value
         // through stack slots cost store-forwarding stalls).
         let slots = self.slots();
-        let popped = loop {
-            let held = match slots.pop_held() {
-                Popped::Node(held) => held,
-                Popped::Empty | Popped::Waiters => break None,
-                Popped::Closed => return Err(PoolError::Closed),
-            };
-            let entry = slots.entry(&held);
-            if let Some(reason) = self.expired(entry, now) {
-                self.evict(slots.take_held(held), reason);
-                continue;
+        let popped = if self.is_suspended() {
+            // Suspended: nothing is handed out; the slow path waits.
+            None
+        } else {
+            loop {
+                let held = match slots.pop_held() {
+                    Popped::Node(held) => held,
+                    Popped::Empty | Popped::Waiters => break None,
+                    Popped::Closed => return Err(PoolError::Closed),
+                };
+                let entry = slots.entry(&held);
+                if let Some(reason) = self.expired(entry, now) {
+                    self.evict(slots.take_held(held), reason);
+                    continue;
+                }
+                if self.needs_check(entry, now) {
+                    break Some(slots.take_held(held));
+                }
+                slots.held_slot(&held).count_checkout();
+                return Ok(self.hand_out(held, now, site));
             }
-            if self.needs_check(entry, now) {
-                break Some(slots.take_held(held));
-            }
-            slots.held_slot(&held).count_checkout();
-            return Ok(self.hand_out(held, now));
         };
-        self.acquire_slow(now, popped, timeout).await
+        self.acquire_slow(now, popped, timeout, site).await
     }
 
     /// Whether a connection must be validated or shown to the
@@ -169,9 +176,18 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Makes the guard of a connection that passed its checks.
     #[inline]
-    fn hand_out(self: &Arc<Self>, held: Held, now: Stamp) -> PooledConnection<M> {
-        if self.config().leak_detection_threshold().is_some() {
-            self.slots().held_slot(&held).leak.taken(now);
+    fn hand_out(
+        self: &Arc<Self>,
+        held: Held,
+        now: Stamp,
+        site: &'static Location<'static>,
+    ) -> PooledConnection<M> {
+        let leak = &self.slots().held_slot(&held).leak;
+        leak.hold(site, now);
+        if self.config().leak_detection_threshold().is_some()
+            && self.config().leak_detection_backtrace()
+        {
+            leak.taken(site, now);
         }
         if self.config().min_idle() != 0 {
             self.top_up_idle();
@@ -184,6 +200,7 @@ impl<M: ManageConnection> Shared<M> {
         start: Stamp,
         mut popped: Option<Handoff<M::Connection>>,
         timeout: Duration,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
         // On the pool's own clock, like every timestamp: no OS clock read.
         // A limit too large to represent means no limit.
@@ -201,7 +218,12 @@ impl<M: ManageConnection> Shared<M> {
                     h
                 }
             };
-            match self.checkout(handoff, start, now, deadline).await {
+            // Suspended: the connection joins the parked idle set and the
+            // caller waits again (within its deadline) for `resume`.
+            let Some(handoff) = self.park_if_suspended(handoff) else {
+                continue;
+            };
+            match self.checkout(handoff, start, now, deadline, site).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => {
                     now = self.clock().now();
@@ -219,13 +241,14 @@ impl<M: ManageConnection> Shared<M> {
         start: Stamp,
         now: Stamp,
         deadline: Option<Stamp>,
+        site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, Refused> {
         if let Some(reason) = self.expired(&h.entry, now) {
             self.evict(h, reason);
             return Err(Refused::Retry);
         }
         if !self.needs_check(&h.entry, now) {
-            return Ok(self.handed_out_after_wait(h, start, now));
+            return Ok(self.handed_out_after_wait(h, start, now, site));
         }
         let created_at = h.entry.created_at;
         let idle_for = h.entry.idle_for(now);
@@ -246,7 +269,7 @@ impl<M: ManageConnection> Shared<M> {
             .count_check(self.clock(), created_at, checked.is_ok());
         checked?;
         let now = self.clock().now();
-        Ok(self.handed_out_after_wait(conn.land(), start, now))
+        Ok(self.handed_out_after_wait(conn.land(), start, now, site))
     }
 
     /// Validation (when due) and the `before_acquire` hook, within `limit`;
@@ -283,16 +306,39 @@ impl<M: ManageConnection> Shared<M> {
         Ok(())
     }
 
-    /// Records the wait of a slow-path checkout and makes its guard.
+    /// Records the wait of a slow-path checkout, warns when it was slow
+    /// (`slow_acquire_threshold`), and makes its guard.
     fn handed_out_after_wait(
         self: &Arc<Self>,
         h: Handoff<M::Connection>,
         start: Stamp,
         now: Stamp,
+        site: &'static Location<'static>,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
         self.stats().acquire_wait.local().record(waited);
-        self.hand_out(self.slots().hold(h), now)
+        if self
+            .config()
+            .slow_acquire_threshold()
+            .is_some_and(|t| waited > t)
+        {
+            self.warn_slow_acquire(waited, site, now);
+        }
+        self.hand_out(self.slots().hold(h), now, site)
+    }
+
+    /// The slow-acquire WARN: the wait, the caller, and who held the
+    /// connections (before this caller's own is counted).
+    #[cold]
+    fn warn_slow_acquire(&self, waited: Duration, site: &'static Location<'static>, now: Stamp) {
+        let holders = self.holder_sites(now);
+        tracing::warn!(
+            pool = self.config().name(),
+            waited_ms = waited.as_millis() as u64,
+            caller = %site,
+            "slow acquire: waited {waited:?} for a connection at {site} ({state}; held: {holders})",
+            state = self.state(),
+        );
     }
 
     /// Turns a failed check into `Retry` (recording the error) or, when the
@@ -322,7 +368,13 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// An idle connection now, or `None`; never waits, never connects.
-    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<PooledConnection<M>> {
+    pub(crate) fn try_acquire(
+        self: &Arc<Self>,
+        site: &'static Location<'static>,
+    ) -> Option<PooledConnection<M>> {
+        if self.is_suspended() {
+            return None;
+        }
         let now = self.clock().now();
         let slots = self.slots();
         loop {
@@ -335,7 +387,7 @@ impl<M: ManageConnection> Shared<M> {
                 continue;
             }
             slots.held_slot(&held).count_checkout();
-            return Some(self.hand_out(held, now));
+            return Some(self.hand_out(held, now, site));
         }
     }
 }

@@ -137,11 +137,20 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
 }
 
 impl<M: ManageConnection> Shared<M> {
-    /// Ends the checkout bookkeeping of a connection held for `held`: the
-    /// hold time histogram and the leak state.
+    /// Ends the checkout bookkeeping of a connection held for `held`: its
+    /// holder site (one store), the hold time histogram and the leak state.
     pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {
-        if self.config().leak_detection_threshold().is_some() {
-            if let Some(held) = slot.leak.returned(held) {
+        let leak = &slot.leak;
+        if self.config().leak_detection_threshold().is_none() {
+            leak.release();
+        } else {
+            let reported = if self.config().leak_detection_backtrace() {
+                leak.release();
+                leak.returned()
+            } else {
+                leak.release_tracked()
+            };
+            if reported {
                 tracing::info!(
                     pool = self.config().name(),
                     held_ms = held.as_millis() as u64,

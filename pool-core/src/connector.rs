@@ -282,7 +282,10 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.slots().open() >= self.slots().limit() || self.is_closed() {
+            if self.slots().open() >= self.slots().limit()
+                || self.is_closed()
+                || self.is_suspended()
+            {
                 return;
             }
             #[cfg(not(loom))]
@@ -489,6 +492,7 @@ impl<M: ManageConnection> Shared<M> {
                     phase: TimeoutPhase::Connect,
                     state: self.state(),
                     last_error: self.last_error(),
+                    holders: pool_api::HolderSites::default(),
                 })
             }
         }
@@ -507,7 +511,7 @@ async fn connector<M: ManageConnection>(shared: Arc<Shared<M>>) {
 async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        if shared.is_closed() || shared.demand() == 0 {
+        if shared.is_closed() || shared.is_suspended() || shared.demand() == 0 {
             return;
         }
         let rejected = shared.connector().rejected_in_a_row();

@@ -82,7 +82,9 @@ impl<M: ManageConnection> Shared<M> {
     /// tick refills, checks leaks and exports.
     pub(crate) async fn housekeep(self: &Arc<Self>, sweep: bool) {
         let now = self.clock().now();
-        if sweep {
+        // Suspended: nothing is retired (nor opened: see
+        // `request_connections`).
+        if sweep && !self.is_suspended() {
             let to_ping = self.retire_idle(now);
             self.ping(to_ping).await;
         }
@@ -213,17 +215,15 @@ impl<M: ManageConnection> Shared<M> {
         let Some(threshold) = self.config().leak_detection_threshold() else {
             return;
         };
+        let backtrace = self.config().leak_detection_backtrace();
         for slot in self.slots().iter() {
-            if let Some((held, trace)) = slot.leak.check(now, threshold) {
-                self.stats().leaked();
-                #[cfg(feature = "metrics")]
-                self.export().leaked();
-                tracing::warn!(
-                    pool = self.config().name(),
-                    held_ms = held.as_millis() as u64,
-                    threshold_ms = threshold.as_millis() as u64,
-                    "connection held past the leak detection threshold; acquired at:{trace}"
-                );
+            let leak = if backtrace {
+                slot.leak.check(now, threshold)
+            } else {
+                slot.leak.check_site(now, threshold)
+            };
+            if let Some(leak) = leak {
+                self.leaked(leak, threshold);
             }
         }
     }

@@ -1,20 +1,39 @@
-//! Leak detection: who took a connection, and for how long it has been out.
+//! Who holds each connection, and leak detection.
 //!
-//! When `leak_detection_threshold` is set, checkout stores the time and an
-//! *unresolved* backtrace (frame addresses only, a few microseconds) in the
-//! connection's slot. The housekeeper scans the slots on every tick, and a
-//! tick is at most `min(housekeeping_period, threshold, 1 s)` long, so a
-//! leak is reported at most that long after it crosses the threshold; it
-//! resolves the backtrace (symbols, files, lines: the expensive part) only
-//! then. No timer is armed per checkout, and with the option off none of
-//! this runs.
+//! **Holder sites, always on.** `get()`, `get_timeout()` and `try_get()`
+//! are `#[track_caller]`: every checkout stores its caller's `&'static
+//! Location` and the checkout time in the slot's [`LeakSlot`] (two plain
+//! stores on the slot's own cache line, which the checkout writes anyway),
+//! and every return clears the site (one store). `Pool::holders`, the
+//! timeout error and the slow-acquire WARN read them by scanning the slots,
+//! without a lock and without touching the guards.
 //!
-//! Cost: capturing the unresolved backtrace unwinds the stack (DWARF
-//! unwind tables), a few microseconds per checkout while the option is on
-//! (3 to 5 us measured for an uncontended `get()` + drop on x86-64, against
-//! about 0.25 us without it). It grows with stack depth, so the walk stops
-//! after `MAX_FRAMES` frames.
+//! **Leak detection**, when `leak_detection_threshold` is set: the
+//! housekeeper scans the slots on every tick, and a tick is at most
+//! `min(housekeeping_period, threshold, 1 s)` long, so a leak is reported
+//! at most that long after it crosses the threshold, with its call site.
+//! No timer is armed per checkout.
+//!
+//! * With `leak_detection_backtrace(false)` the site is all a report
+//!   names: the scan marks a checkout reported by tagging the low bit of its
+//!   site pointer (a CAS), and the return swaps the pointer out instead of
+//!   storing over it, to see the tag. A few instructions per checkout.
+//! * With the backtrace (the default), checkout also stores an
+//!   *unresolved* backtrace (frame addresses only) under a per-slot lock;
+//!   the housekeeper resolves it (symbols, files, lines: the expensive
+//!   part) only when it reports. Capturing it unwinds the stack (DWARF
+//!   unwind tables), a few microseconds per checkout (3 to 5 us measured
+//!   for an uncontended `get()` + drop on x86-64, against about 0.25 us
+//!   without it). It grows with stack depth, so the walk stops after
+//!   `MAX_FRAMES` frames.
+//!
+//! The holder record is made of `std` atomics, not the loom shim's: it is
+//! diagnostics that no decision of the pool reads, like the statistics
+//! (see `sync::stat`).
 
+use std::panic::Location;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64};
 use std::time::Duration;
 
 use backtrace::{Backtrace, BacktraceFrame};
@@ -23,28 +42,73 @@ use std::sync::Mutex;
 
 use crate::clock::Stamp;
 use crate::sync::lock_std as lock;
+use crate::sync::Ordering;
 
-/// Per-slot leak state.
-///
-/// One lock guards the whole checkout record, so a scan and a return (or
-/// the next checkout) cannot interleave: a scan never pairs one checkout's
-/// hold time with the next one's backtrace, and a return logs "leaked
-/// connection returned" exactly when that checkout was reported. The lock
-/// is taken once per checkout and once per return, only with leak detection
-/// on; the backtrace is captured before it and resolved after it.
-#[derive(Debug, Default)]
+/// The low bit of a site pointer: this checkout was reported as a leak
+/// (site-only leak detection). `Location` is at least 4-byte aligned, so
+/// the bit is free.
+const REPORTED: usize = 1;
+const _: () = assert!(std::mem::align_of::<Location<'static>>() > REPORTED);
+
+/// Per-slot record of the checkout in progress: its site and time, and,
+/// with backtraces on, the backtrace.
+#[derive(Debug)]
 pub(crate) struct LeakSlot {
+    /// The caller of `get()` while the connection is held; null otherwise.
+    /// Its low bit is [`REPORTED`] once site-only leak detection reported
+    /// this checkout.
+    site: AtomicPtr<Location<'static>>,
+    /// When the checkout was taken (stamp nanos); meaningful while `site`
+    /// is not null.
+    taken_at: AtomicU64,
+    /// With backtraces on: one lock guards the whole backtrace record, so
+    /// a scan and a return (or the next checkout) cannot interleave: a scan
+    /// never pairs one checkout's hold time with the next one's backtrace,
+    /// and a return logs "leaked connection returned" exactly when that
+    /// checkout was reported. Taken once per checkout and once per return;
+    /// the backtrace is captured before it and resolved after it.
     checkout: Mutex<Option<Checkout>>,
 }
 
-/// The checkout a slot is tracking.
+impl Default for LeakSlot {
+    fn default() -> Self {
+        Self {
+            site: AtomicPtr::new(ptr::null_mut()),
+            taken_at: AtomicU64::new(0),
+            checkout: Mutex::new(None),
+        }
+    }
+}
+
+/// The checkout a slot is tracking, with backtraces on.
 #[derive(Debug)]
 struct Checkout {
     taken_at: Stamp,
+    site: &'static Location<'static>,
     /// Unresolved: frame addresses only.
     backtrace: Backtrace,
     /// Set once this checkout was reported.
     reported: bool,
+}
+
+/// A leak the scan found.
+pub(crate) struct Leak {
+    pub(crate) held: Duration,
+    pub(crate) site: &'static Location<'static>,
+    /// The resolved application frames, with backtraces on.
+    pub(crate) frames: Option<String>,
+}
+
+fn as_ptr(site: &'static Location<'static>) -> *mut Location<'static> {
+    ptr::from_ref(site).cast_mut()
+}
+
+/// The site a (possibly tagged) pointer names, if any.
+fn site_of(p: *mut Location<'static>) -> Option<&'static Location<'static>> {
+    let p = p.map_addr(|a| a & !REPORTED);
+    // SAFETY: a non-null `site` was made by `as_ptr` from a `&'static
+    // Location`, at most with its low bit set, which was just cleared.
+    unsafe { p.cast_const().as_ref() }
 }
 
 /// Frames captured at checkout: the pool's own and the unwinder's (about
@@ -63,10 +127,83 @@ fn capture() -> Backtrace {
 }
 
 impl LeakSlot {
-    /// Records a checkout (leak detection on).
-    pub(crate) fn taken(&self, now: Stamp) {
+    /// Records the site and time of a checkout: two stores, always on.
+    #[inline]
+    pub(crate) fn hold(&self, site: &'static Location<'static>, now: Stamp) {
+        self.taken_at.store(now.nanos(), Ordering::Relaxed);
+        // Release: pairs with the Acquire loads of `holder` and `check_site`,
+        // so a scan that sees this site sees this checkout's time (or a
+        // later one's).
+        self.site.store(as_ptr(site), Ordering::Release);
+    }
+
+    /// Clears the site at a return, leak detection off: one store.
+    #[inline]
+    pub(crate) fn release(&self) {
+        // Relaxed: a scan that reads the old site reports a holder that
+        // just left, as any snapshot may.
+        self.site.store(ptr::null_mut(), Ordering::Relaxed);
+    }
+
+    /// Clears the site at a return with site-only leak detection; says
+    /// whether the scan reported this checkout.
+    pub(crate) fn release_tracked(&self) -> bool {
+        // AcqRel: the swap is ordered with the scan's tagging CAS on the
+        // same word, so exactly one of them sees the other.
+        let p = self.site.swap(ptr::null_mut(), Ordering::AcqRel);
+        p.addr() & REPORTED != 0
+    }
+
+    /// The site of the checkout in progress and how long it has been held,
+    /// if the connection is held.
+    pub(crate) fn holder(&self, now: Stamp) -> Option<(&'static Location<'static>, Duration)> {
+        // Acquire: pairs with the Release store in `hold`.
+        let site = site_of(self.site.load(Ordering::Acquire))?;
+        let taken_at = Stamp::from_nanos(self.taken_at.load(Ordering::Relaxed));
+        Some((site, now.since(taken_at)))
+    }
+
+    /// Site-only leak detection: reports this slot's checkout if it is past
+    /// `threshold` and was not reported yet, tagging it reported.
+    pub(crate) fn check_site(&self, now: Stamp, threshold: Duration) -> Option<Leak> {
+        // Acquire: pairs with the Release store in `hold`.
+        let p = self.site.load(Ordering::Acquire);
+        if p.is_null() || p.addr() & REPORTED != 0 {
+            return None;
+        }
+        let taken_at = self.taken_at.load(Ordering::Relaxed);
+        let held = now.since(Stamp::from_nanos(taken_at));
+        if held < threshold {
+            return None;
+        }
+        let tagged = p.map_addr(|a| a | REPORTED);
+        // AcqRel: ordered with the return's swap (`release_tracked`) on the
+        // same word; fails if the connection came back meanwhile.
+        self.site
+            .compare_exchange(p, tagged, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        // The same site may have taken the slot again between the load and
+        // the CAS: a different time says so. Then the leak came back and
+        // the new checkout is not reported; untag it (a failed undo means
+        // it came back too).
+        if self.taken_at.load(Ordering::Relaxed) != taken_at {
+            let _ = self
+                .site
+                .compare_exchange(tagged, p, Ordering::AcqRel, Ordering::Relaxed);
+            return None;
+        }
+        Some(Leak {
+            held,
+            site: site_of(p)?,
+            frames: None,
+        })
+    }
+
+    /// Records a checkout's backtrace (leak detection on, with backtraces).
+    pub(crate) fn taken(&self, site: &'static Location<'static>, now: Stamp) {
         let checkout = Checkout {
             taken_at: now,
+            site,
             backtrace: capture(),
             reported: false,
         };
@@ -75,18 +212,18 @@ impl LeakSlot {
         debug_assert!(previous.is_none(), "checkout recorded twice");
     }
 
-    /// Records a return; says how long a reported leak was held.
-    pub(crate) fn returned(&self, held: Duration) -> Option<Duration> {
+    /// Records a return (with backtraces); says whether it was reported.
+    pub(crate) fn returned(&self) -> bool {
         let checkout = lock(&self.checkout).take();
         // The backtrace is freed here, outside the lock.
-        checkout.is_some_and(|c| c.reported).then_some(held)
+        checkout.is_some_and(|c| c.reported)
     }
 
-    /// Reports this slot's checkout if it is past `threshold` and was not
-    /// reported yet: returns how long it has been held and where it was
-    /// taken.
-    pub(crate) fn check(&self, now: Stamp, threshold: Duration) -> Option<(Duration, String)> {
-        let (held, mut trace) = {
+    /// Reports this slot's checkout (with backtraces) if it is past
+    /// `threshold` and was not reported yet: how long it has been held,
+    /// where it was taken, and the application's frames.
+    pub(crate) fn check(&self, now: Stamp, threshold: Duration) -> Option<Leak> {
+        let (held, site, mut trace) = {
             let mut guard = lock(&self.checkout);
             let checkout = guard.as_mut()?;
             let held = now.since(checkout.taken_at);
@@ -94,11 +231,15 @@ impl LeakSlot {
                 return None;
             }
             checkout.reported = true;
-            (held, checkout.backtrace.clone())
+            (held, checkout.site, checkout.backtrace.clone())
         };
         // Resolving (symbols, files, lines) is the slow part: unlocked.
         trace.resolve();
-        Some((held, caller_frames(&trace)))
+        Some(Leak {
+            held,
+            site,
+            frames: Some(caller_frames(&trace)),
+        })
     }
 }
 
@@ -189,5 +330,57 @@ mod tests {
         ] {
             assert!(is_internal(internal), "{internal}");
         }
+    }
+}
+
+/// How many holder sites a timeout error names before "and N more".
+const TIMEOUT_SITES: usize = 3;
+
+impl<M: pool_api::ManageConnection> crate::shared::Shared<M> {
+    /// Every connection held by a caller: its site and how long it has been
+    /// held. A scan of the slots, no lock.
+    pub(crate) fn holders(&self) -> Vec<pool_api::Holder> {
+        self.holders_at(self.clock().now())
+    }
+
+    fn holders_at(&self, now: Stamp) -> Vec<pool_api::Holder> {
+        self.slots()
+            .iter()
+            .filter_map(|slot| slot.leak.holder(now))
+            .map(|(site, held)| pool_api::Holder::new(site, held))
+            .collect()
+    }
+
+    /// The busiest holder sites, as a timeout reports them.
+    pub(crate) fn holder_sites(&self, now: Stamp) -> pool_api::HolderSites {
+        pool_api::HolderSites::from_holders(&self.holders_at(now), TIMEOUT_SITES)
+    }
+
+    /// Connections held by site, most first (the snapshot's
+    /// `holders_by_site`).
+    pub(crate) fn holders_by_site(&self) -> Vec<(&'static Location<'static>, u32)> {
+        let sites = pool_api::HolderSites::from_holders(&self.holders(), usize::MAX);
+        sites
+            .sites()
+            .iter()
+            .map(|s| (s.location, s.count))
+            .collect()
+    }
+
+    /// Counts and logs a leak the housekeeper found.
+    pub(crate) fn leaked(&self, leak: Leak, threshold: Duration) {
+        self.stats().leaked();
+        #[cfg(feature = "metrics")]
+        self.export().leaked();
+        let Leak { held, site, frames } = leak;
+        tracing::warn!(
+            pool = self.config().name(),
+            held_ms = held.as_millis() as u64,
+            threshold_ms = threshold.as_millis() as u64,
+            site = %site,
+            "connection held past the leak detection threshold; taken at {site}{}{}",
+            if frames.is_some() { "; acquired at:" } else { "" },
+            frames.as_deref().unwrap_or(""),
+        );
     }
 }

@@ -92,6 +92,7 @@ mod pool;
 mod shared;
 mod slots;
 mod stats;
+mod suspend;
 mod sweeper;
 mod sync;
 mod waiters;

@@ -1,10 +1,12 @@
 //! The public handle: documented one-line hand-offs to the engine in
 //! `shared.rs`.
 
+use std::future::Future;
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pool_api::{Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState};
+use pool_api::{Holder, Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState};
 
 use crate::connection::PooledConnection;
 use crate::shared::Shared;
@@ -139,6 +141,10 @@ impl<M: ManageConnection> Pool<M> {
 
     /// Gets a connection, waiting up to `acquire_timeout`.
     ///
+    /// The caller's source location is recorded with the checkout (this is
+    /// a `#[track_caller]` function returning the future, for that): see
+    /// [`holders`](Self::holders). It costs a pointer store.
+    ///
     /// An idle connection is handed out at once (the most recently returned
     /// first). Otherwise the caller queues, first come first served, and is
     /// given whichever comes first: a returned connection or a newly opened
@@ -148,10 +154,11 @@ impl<M: ManageConnection> Pool<M> {
     /// # Errors
     ///
     /// [`PoolError::Timeout`] after `acquire_timeout`, with the pool's counts
-    /// and the last connect or validation error; [`PoolError::ConnectFailed`]
-    /// at once when connecting failed and no connection is open that could
-    /// come back (fail fast, see `PoolConfigBuilder::fail_fast`);
-    /// [`PoolError::Closed`] once the pool is closed.
+    /// the sites holding the connections, and the last connect or validation
+    /// error; [`PoolError::ConnectFailed`] at once when connecting failed and
+    /// no connection is open that could come back (fail fast, see
+    /// `PoolConfigBuilder::fail_fast`); [`PoolError::Closed`] once the pool
+    /// is closed.
     ///
     /// # Cancel safety
     ///
@@ -160,10 +167,13 @@ impl<M: ManageConnection> Pool<M> {
     /// waiter or back to the pool; one being validated is closed (it may be
     /// mid-ping) and its slot freed; a connect it asked for carries on and
     /// serves someone else.
-    pub async fn get(&self) -> Result<PooledConnection<M>, PoolError<M::Error>> {
+    #[track_caller]
+    pub fn get(
+        &self,
+    ) -> impl Future<Output = Result<PooledConnection<M>, PoolError<M::Error>>> + Send + '_ {
+        let site = Location::caller();
         self.shared
-            .acquire(self.shared.config().acquire_timeout())
-            .await
+            .acquire(self.shared.config().acquire_timeout(), site)
     }
 
     /// [`get`](Self::get) with its own time limit instead of
@@ -176,19 +186,81 @@ impl<M: ManageConnection> Pool<M> {
     /// # Cancel safety
     ///
     /// As [`get`](Self::get).
-    pub async fn get_timeout(
+    #[track_caller]
+    pub fn get_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
-        self.shared.acquire(timeout).await
+    ) -> impl Future<Output = Result<PooledConnection<M>, PoolError<M::Error>>> + Send + '_ {
+        let site = Location::caller();
+        self.shared.acquire(timeout, site)
     }
 
     /// An idle connection now, or `None`. Never waits and never connects.
     /// It refuses expired connections like `get()` but, being synchronous,
     /// runs neither `is_valid` nor the `before_acquire` hook, and it never
-    /// overtakes queued callers.
+    /// overtakes queued callers. Like `get()`, it records the caller's
+    /// location; while the pool is [suspended](Self::suspend) it returns
+    /// `None`.
+    #[track_caller]
     pub fn try_get(&self) -> Option<PooledConnection<M>> {
-        self.shared.try_acquire()
+        self.shared.try_acquire(Location::caller())
+    }
+
+    /// Every connection held by a caller now: where it was taken (the
+    /// caller of [`get`](Self::get), [`get_timeout`](Self::get_timeout) or
+    /// [`try_get`](Self::try_get)) and how long it has been held. Cheap
+    /// enough for a health endpoint: a scan of the slots, no lock, no
+    /// effect on checkouts. Connections being reset, pinged or opened are
+    /// not held by anyone and are not listed.
+    ///
+    /// ```
+    /// # use pool_core::{async_trait, ManageConnection, Pool, PoolConfig};
+    /// # #[derive(Debug)]
+    /// # struct Numbers;
+    /// # #[async_trait]
+    /// # impl ManageConnection for Numbers {
+    /// #     type Connection = u32;
+    /// #     type Error = std::io::Error;
+    /// #     async fn connect(&self) -> Result<u32, std::io::Error> { Ok(0) }
+    /// #     async fn is_valid(&self, _: &mut u32) -> Result<(), std::io::Error> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = Pool::new(Numbers, PoolConfig::builder().build()?).await?;
+    /// let conn = pool.get().await?; let line = line!();
+    /// let holders = pool.holders();
+    /// assert_eq!(holders.len(), 1);
+    /// assert_eq!((holders[0].location.file(), holders[0].location.line()), (file!(), line));
+    /// drop(conn);
+    /// assert!(pool.holders().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn holders(&self) -> Vec<Holder> {
+        self.shared.holders()
+    }
+
+    /// Suspends the pool, as for maintenance or a planned failover: until
+    /// [`resume`](Self::resume), `get()` waits (within its time limit, then
+    /// fails with [`PoolError::Timeout`]), `try_get()` returns `None`, and
+    /// no connection is opened or retired. Connections in use keep working
+    /// and come back to the pool as usual, kept idle until the pool
+    /// resumes. [`close`](Self::close) still works. Suspending a suspended
+    /// pool does nothing.
+    pub fn suspend(&self) {
+        self.shared.suspend();
+    }
+
+    /// Resumes a [suspended](Self::suspend) pool: the waiting callers are
+    /// served, the longest waiting first, from the idle connections and
+    /// new ones. Resuming a pool that is not suspended does nothing.
+    pub fn resume(&self) {
+        self.shared.resume();
+    }
+
+    /// Whether the pool is [suspended](Self::suspend).
+    pub fn is_suspended(&self) -> bool {
+        self.shared.is_suspended()
     }
 
     /// A snapshot of counts and counters; lock-free.

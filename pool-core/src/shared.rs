@@ -21,7 +21,9 @@
 //! | `connector.rs` | `Connector`: demand-driven connects, their bound and back-off |
 //! | `housekeeper.rs` | `Housekeeper`: retirement, keepalive, refill, leak scan |
 //! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
-//! | `leak.rs`, `clock.rs`, `sync.rs` | leak records, timestamps, the loom shim |
+//! | `leak.rs` | holder sites (`holders()`, the sites in timeouts) and leak records |
+//! | `suspend.rs` | `suspend()` / `resume()`: the flag and the idle connections parked while suspended |
+//! | `clock.rs`, `sync.rs` | timestamps, the loom shim |
 //! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
 //!
 //! # One connection's journey
@@ -110,6 +112,7 @@ use crate::connector::Connector;
 use crate::housekeeper::Housekeeper;
 use crate::slots::{Entry, Handoff, Slots, Vacant};
 use crate::stats::{Reason, Stats};
+use crate::suspend::Suspension;
 use crate::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -146,6 +149,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     drained: Notify,
     /// The source of every timestamp.
     clock: Clock,
+    /// `suspend()` / `resume()` (`suspend.rs`).
+    suspension: Suspension<M::Connection>,
     #[cfg(feature = "metrics")]
     export: crate::export::Export,
 }
@@ -186,6 +191,7 @@ impl<M: ManageConnection> Shared<M> {
             failure: Mutex::new(None),
             drained: Notify::new(),
             clock: Clock::new(),
+            suspension: Suspension::new(),
             #[cfg(feature = "metrics")]
             export: crate::export::Export::new(&config),
             config,
@@ -256,6 +262,10 @@ impl<M: ManageConnection> Shared<M> {
         &self.clock
     }
 
+    pub(crate) fn suspension(&self) -> &Suspension<M::Connection> {
+        &self.suspension
+    }
+
     #[cfg(feature = "metrics")]
     pub(crate) fn export(&self) -> &crate::export::Export {
         &self.export
@@ -294,12 +304,14 @@ impl<M: ManageConnection> Shared<M> {
 
     /// A snapshot of counts and counters (`Pool::metrics`).
     pub(crate) fn metrics(&self) -> PoolMetrics {
-        self.stats.snapshot(
+        let mut m = self.stats.snapshot(
             self.slots.census(),
             self.slots.checkouts(),
             self.waiters.waiting(),
             self.slots.limit(),
-        )
+        );
+        m.holders_by_site = self.holders_by_site();
+        m
     }
 
     pub(crate) fn set_last_error(&self, e: LastError) {
@@ -324,6 +336,7 @@ impl<M: ManageConnection> Shared<M> {
             phase,
             state: self.state(),
             last_error: self.last_error(),
+            holders: self.holder_sites(self.clock.now()),
         }
     }
 
@@ -387,6 +400,7 @@ impl<M: ManageConnection> Shared<M> {
         for h in self.slots.close_idle() {
             self.evict(h, Reason::Closed);
         }
+        self.close_parked();
         self.waiters.close_all(|| self.slots.clear_waiting());
     }
 

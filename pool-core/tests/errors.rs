@@ -37,7 +37,12 @@ async fn timeout_names_wait_counts_and_last_error() {
     assert_eq!((state.total, state.in_use, state.max_size), (1, 1, 1));
     assert_eq!(
         err.to_string(),
-        "timed out after 250ms waiting for a connection (1 of 1 open: 0 idle, 1 in use, 0 opening; 1 waiting)"
+        format!(
+            "timed out after 250ms waiting for a connection (1 of 1 open: 0 idle, 1 in use, \
+             0 opening; 1 waiting; 1 taken at {}:21:22, held up to 250ms)",
+            file!()
+        ),
+        "the holder's site is the `get()` on line 21"
     );
     assert_eq!(pool.metrics().timeout_count, 1);
     assert_eq!(pool.metrics().waiting, 0);

@@ -32,6 +32,7 @@ async fn wait_phase_when_every_connection_is_busy() {
         phase,
         state,
         last_error,
+        ..
     } = &err
     else {
         panic!("{err:?}");
