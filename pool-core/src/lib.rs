@@ -14,8 +14,9 @@
 //! * **Reset on return**: a dirty connection is reset before anyone else gets
 //!   it; a broken one is closed.
 //! * **Housekeeper, leak reports, metrics**: idle timeout, max lifetime with
-//!   jitter, `min_size` refill, keepalive, leak warnings with the acquiring
-//!   backtrace, and export through the `metrics` crate.
+//!   jitter, `min_size`/`min_idle` refill, keepalive, leak warnings naming
+//!   the checkout site (with its backtrace when asked for), `holders()`,
+//!   and export through the `metrics` crate.
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!

@@ -19,6 +19,7 @@
 //! --no-default-features --lib --release -- loom`.
 
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
@@ -109,9 +110,9 @@ fn assert_counts(shared: &Shared<Noop>, idle: u32, in_use: u32) {
 fn loom_release_during_acquire() {
     loom::model(|| {
         let shared = pool(1, 1);
-        let guard = shared.try_acquire().expect("one idle");
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
         let releaser = thread::spawn(move || drop(guard));
-        let conn = got(block_on(shared.acquire(WAIT)));
+        let conn = got(block_on(shared.acquire(WAIT, Location::caller())));
         releaser.join().unwrap();
         assert_counts(&shared, 0, 1);
         drop(conn);
@@ -126,14 +127,17 @@ fn loom_release_during_acquire() {
 fn loom_return_races_cancelled_waiter() {
     loom::model(|| {
         let shared = pool(1, 1);
-        let guard = shared.try_acquire().expect("one idle");
-        let mut get = Box::pin(shared.acquire(WAIT));
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "the stack starts empty");
         let releaser = thread::spawn(move || drop(guard));
         drop(get);
         releaser.join().unwrap();
         assert_counts(&shared, 1, 0);
-        assert!(shared.try_acquire().is_some(), "WAITERS left set");
+        assert!(
+            shared.try_acquire(Location::caller()).is_some(),
+            "WAITERS left set"
+        );
     });
 }
 
@@ -143,9 +147,9 @@ fn loom_return_races_cancelled_waiter() {
 fn loom_first_waiter_served_while_second_cancels() {
     loom::model(|| {
         let shared = pool(1, 1);
-        let guard = shared.try_acquire().expect("one idle");
-        let mut first = Box::pin(shared.acquire(WAIT));
-        let mut second = Box::pin(shared.acquire(WAIT));
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let mut first = Box::pin(shared.acquire(WAIT, Location::caller()));
+        let mut second = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(first.as_mut()));
         assert!(poll_once(second.as_mut()));
         let releaser = thread::spawn(move || drop(guard));
@@ -165,8 +169,8 @@ fn loom_first_waiter_served_while_second_cancels() {
 fn loom_sweep_races_handoff() {
     loom::model(|| {
         let shared = pool(1, 1);
-        let guard = shared.try_acquire().expect("one idle");
-        let mut get = Box::pin(shared.acquire(Duration::from_secs(1)));
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let mut get = Box::pin(shared.acquire(Duration::from_secs(1), Location::caller()));
         assert!(poll_once(get.as_mut()));
         let late = shared.clock().now().after(WAIT);
         let s = shared.clone();
@@ -196,8 +200,8 @@ fn loom_sweep_races_handoff() {
 fn loom_close_races_return_and_waiter() {
     loom::model(|| {
         let shared = pool(1, 1);
-        let guard = shared.try_acquire().expect("one idle");
-        let mut get = Box::pin(shared.acquire(WAIT));
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()));
         let c = shared.clone();
         let releaser = thread::spawn(move || drop(guard));
@@ -232,7 +236,7 @@ fn loom_waiter_meets_leaving_connector() {
             let running = s.connector().adopt();
             s.connector_done(running);
         });
-        let mut get = Box::pin(shared.acquire(WAIT));
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
         connector.join().unwrap();
         assert!(
@@ -251,7 +255,7 @@ fn loom_reservation_dropped_while_waiter_queues() {
         let shared = pool(1, 0);
         let reservation = shared.reserve().expect("a free slot");
         let dropper = thread::spawn(move || drop(reservation));
-        let mut get = Box::pin(shared.acquire(WAIT));
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
         dropper.join().unwrap();
         assert_eq!(shared.slots().open(), 0, "the slot came back");
