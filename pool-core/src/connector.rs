@@ -517,7 +517,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
         let rejected = shared.connector().rejected_in_a_row();
         if rejected > 0 {
             tokio::time::sleep(jittered(backoff_after(rejected))).await;
-            if shared.is_closed() || shared.demand() == 0 {
+            if shared.is_closed() || shared.is_suspended() || shared.demand() == 0 {
                 return;
             }
         }
