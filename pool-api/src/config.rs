@@ -107,6 +107,7 @@ pub struct PoolConfig {
     fail_fast: bool,
     min_idle: u32,
     max_size_ceiling: Option<u32>,
+    thread_affinity: bool,
 }
 
 impl Default for PoolConfig {
@@ -133,6 +134,7 @@ impl Default for PoolConfig {
             fail_fast: true,
             min_idle: 0,
             max_size_ceiling: None,
+            thread_affinity: true,
         }
     }
 }
@@ -224,6 +226,11 @@ impl PoolConfig {
     /// open could serve them (see [`PoolConfigBuilder::fail_fast`]).
     pub fn fail_fast(&self) -> bool {
         self.fail_fast
+    }
+    /// Whether a connection returned while nobody waits is kept for the
+    /// thread that returned it (see [`PoolConfigBuilder::thread_affinity`]).
+    pub fn thread_affinity(&self) -> bool {
+        self.thread_affinity
     }
     /// The largest `max_size` `Pool::resize` accepts: the slots allocated
     /// when the pool is built (see [`PoolConfigBuilder::max_size_ceiling`]).
@@ -548,6 +555,28 @@ impl PoolConfigBuilder {
     /// [`ManageConnection::is_capacity_refusal`]: crate::ManageConnection::is_capacity_refusal
     pub fn fail_fast(mut self, fail_fast: bool) -> Self {
         self.config.fail_fast = fail_fast;
+        self
+    }
+
+    /// Whether a connection returned while nobody waits is kept for the
+    /// thread that returned it (HikariCP's `ConcurrentBag` thread-local
+    /// list). Defaults to `true`.
+    ///
+    /// With `true`, a clean return with no caller waiting parks the
+    /// connection in its own slot and the returning thread remembers it;
+    /// that thread's next checkout takes it back with one compare-and-swap
+    /// on the slot, so where nobody waits a checkout and a return by the
+    /// same thread write no cache line that other threads write. Every
+    /// other guarantee is unchanged: such a connection counts as idle, any
+    /// caller takes it when nothing else is idle (before it would queue),
+    /// a return while callers wait still goes to the longest waiter, and
+    /// idle timeout, `max_lifetime`, `close()`, `soft_evict_all()`,
+    /// `resize()` and `retain()` find it as they find the others. The
+    /// idle set is then last-in-first-out per thread rather than
+    /// pool-wide. With `false`, every idle connection sits on the one
+    /// shared last-in-first-out stack.
+    pub fn thread_affinity(mut self, on: bool) -> Self {
+        self.config.thread_affinity = on;
         self
     }
 

@@ -139,7 +139,7 @@ impl<M: ManageConnection> Shared<M> {
             None
         } else {
             loop {
-                let held = match slots.pop_held() {
+                let held = match self.pop_held() {
                     Popped::Node(held) => held,
                     Popped::Empty | Popped::Waiters => break None,
                     Popped::Closed => return Err(PoolError::Closed),
@@ -378,7 +378,7 @@ impl<M: ManageConnection> Shared<M> {
         let now = self.clock().now();
         let slots = self.slots();
         loop {
-            let held = match slots.pop_held() {
+            let held = match self.pop_held_any() {
                 Popped::Node(held) => held,
                 _ => return None,
             };

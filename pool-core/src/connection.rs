@@ -219,6 +219,10 @@ impl<M: ManageConnection> Shared<M> {
         // Callers queued, or over the bound after a shrink (`deliver`
         // retires it): the slow path.
         if !slots.has_waiters() && !slots.over_limit() {
+            // Parked for this thread (`affinity.rs`).
+            if slots.affinity() {
+                return self.park_returned(held);
+            }
             match slots.push_held(held) {
                 Ok(()) => {}
                 Err((PushRefused::Closed, back)) => {

@@ -286,6 +286,13 @@ impl IndexStack {
         self.word.load(Ordering::Relaxed) & WAITERS != 0
     }
 
+    /// The head word's flag bits (`WAITERS`, `CLOSED`) now. Relaxed: the
+    /// caller orders the load (see `Slots::cache_held`).
+    #[inline]
+    pub(crate) fn flags(&self) -> u64 {
+        self.word.load(Ordering::Relaxed) & (WAITERS | CLOSED)
+    }
+
     /// Whether the stack is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.word.load(Ordering::Relaxed) & CLOSED != 0

@@ -75,6 +75,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod acquire;
+mod affinity;
 mod clock;
 mod connection;
 mod connector;

@@ -266,3 +266,88 @@ fn loom_reservation_dropped_while_waiter_queues() {
         drop(get);
     });
 }
+
+/// Thread affinity (`affinity.rs`, `slots/cache.rs`): a thread parks the
+/// connection it returns (nobody waits) and then tries to take it back from
+/// its own list, while a checkout on another thread finds the stack empty
+/// and queues. The Dekker race between parking and queuing: the queued
+/// caller always ends with the connection (scanned at registration, or
+/// handed over by the parking side, or by the second return); never queued
+/// while it sits parked (a deadlock here).
+#[test]
+fn loom_park_and_recall_race_waiter_registration() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let s = shared.clone();
+        let returner = thread::spawn(move || {
+            drop(guard);
+            // Its own list first: claims the parked connection back unless
+            // the waiter took it.
+            drop(s.try_acquire(Location::caller()));
+        });
+        let conn = got(block_on(shared.acquire(WAIT, Location::caller())));
+        returner.join().unwrap();
+        assert_counts(&shared, 0, 1);
+        drop(conn);
+        assert_counts(&shared, 1, 0);
+        assert!(
+            shared.try_acquire(Location::caller()).is_some(),
+            "WAITERS left set, or the connection stranded"
+        );
+    });
+}
+
+/// A return parking its connection while the pool closes: `close` sets
+/// `CLOSED` and then scans for parked connections, the return parks and
+/// then reads the flags; whichever way they interleave, the connection is
+/// closed and its slot freed.
+#[test]
+fn loom_park_races_close() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let returner = thread::spawn(move || drop(guard));
+        shared.shut();
+        returner.join().unwrap();
+        assert_counts(&shared, 0, 0);
+        assert_eq!(
+            shared.slots().open(),
+            0,
+            "a parked connection outlived close"
+        );
+    });
+}
+
+/// A connection parked by a thread that then exited (its list gone) is
+/// still found, by a `try_get` on another thread and by the housekeeper's
+/// sweep racing it: exactly one of them claims it.
+#[test]
+fn loom_parked_by_an_exited_thread_is_found() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        thread::spawn(move || drop(guard)).join().unwrap();
+        assert_counts(&shared, 1, 0);
+        let s = shared.clone();
+        // Past the idle timeout: the sweep closes what it finds.
+        let late = shared.clock().now().after(WAIT);
+        let sweeper = thread::spawn(move || {
+            let to_ping = s.retire_idle(late);
+            assert!(to_ping.is_empty(), "no keepalive configured");
+        });
+        let got = shared.try_acquire(Location::caller());
+        sweeper.join().unwrap();
+        match got {
+            Some(conn) => {
+                assert_counts(&shared, 0, 1);
+                drop(conn);
+                assert_counts(&shared, 1, 0);
+            }
+            None => {
+                assert_counts(&shared, 0, 0);
+                assert_eq!(shared.slots().open(), 0, "the sweep closed it");
+            }
+        }
+    });
+}

@@ -14,6 +14,8 @@
 //! | `connection.rs` | `PooledConnection`, the caller's guard, and the return path its drop starts: `checkin`, `deliver` |
 //! | `floating.rs` | `Floating` (a connection in flight: validation, reset, ping, hooks) and `Reservation` (a slot reserved for a connect) |
 //! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Handoff` and `Vacant`; one slot's state; what the pool knows about a connection |
+//! | `slots/cache.rs` | connections parked in their own slot (`Cached`), claimed by a CAS on the slot's state; the ordering argument against queuing and closing |
+//! | `affinity.rs` | thread affinity: each thread's list of the slots it parked, tried before the stack |
 //! | `index_stack.rs` | `IndexStack`: the lock-free Treiber stack of slot indices |
 //! | `waiters.rs`, `waiters/waiter.rs` | `WaiterQueue` and the `Waiter` future: the fair waiting protocol |
 //! | `linked_list.rs` | the intrusive list the waiter queue links its nodes in |
@@ -29,13 +31,17 @@
 //! # One connection's journey
 //!
 //! 1. **`get`** (`pool.rs`) calls `Shared::acquire` (`acquire.rs`), whose
-//!    fast path pops the idle stack with `Slots::pop_idle`
-//!    (`slots.rs`): one CAS that yields a [`Handoff`], the token that owns
-//!    the slot and its connection.
+//!    fast path takes an idle connection with `Shared::pop_held`
+//!    (`affinity.rs`): one this thread parked, claimed by one CAS on its
+//!    slot (`Slots::claim_held`, `slots/cache.rs`), else the top of the
+//!    idle stack (`Slots::pop_held`, `slots.rs`): one CAS that yields a
+//!    `Held`, the token that owns the slot and its connection.
 //! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a
 //!    `Waiter` (`waiters/waiter.rs`). Its first poll, `register`, marks
 //!    the stack (`Slots::mark_waiting`) and links its node in the queue
-//!    under the queue's lock, then asks `Shared::request_connections`
+//!    under the queue's lock (the first caller to queue claims a
+//!    connection parked by another thread instead, if there is one), then
+//!    asks `Shared::request_connections`
 //!    (`connector.rs`) for connections. It resolves when a handoff fills
 //!    its node.
 //! 3. **Guard**: `hand_out` (`acquire.rs`) wraps the handoff in a
@@ -49,8 +55,10 @@
 //! 5. **Handoff**: a clean (or reset) connection goes to
 //!    `Shared::deliver` (`connection.rs`): while callers wait it calls
 //!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
-//!    waiter, puts the handoff in its node and wakes it; otherwise
-//!    `Slots::push_idle` parks it on the stack.
+//!    waiter, puts the handoff in its node and wakes it; otherwise a
+//!    clean return is parked in its slot for this thread
+//!    (`Shared::park_returned`, `affinity.rs`) with `thread_affinity` on,
+//!    and anything else goes on the stack (`Slots::push_idle`).
 //!
 //! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
 //! files: `acquire.rs`, `connection.rs` and `waiters.rs`.
@@ -70,6 +78,16 @@
 //! LIFO, so a light load keeps reusing the same few hot connections and the
 //! rest idle out. Checkout pops, a clean return pushes; neither locks nor
 //! allocates.
+//!
+//! **Thread affinity** (`affinity.rs`, `slots/cache.rs`): with nobody
+//! waiting, a clean return parks its connection in its own slot and the
+//! thread remembers it, so that thread's next checkout claims it back
+//! without writing the stack's head word, the one line every other thread
+//! writes. A parked connection is idle like the others: the first caller
+//! to queue, `try_get`, the housekeeper, `close`, `soft_evict_all`,
+//! `resize` and `retain` scan the slots for it. A return while anyone
+//! waits is never parked: parking and queuing are ordered by a pair of
+//! SeqCst fences (`slots/cache.rs`, "Parking against queuing").
 //!
 //! **Waiting** (`waiters.rs`): a caller that finds the stack empty links a
 //! node that lives in its own future into the waiter queue (no allocation)
@@ -129,6 +147,9 @@ pub(crate) struct Shared<M: ManageConnection> {
     hook_at_checkout: bool,
     hook_at_return: bool,
     slots: Slots<M::Connection>,
+    /// This pool's identity in the threads' lists of parked connections
+    /// (`affinity.rs`).
+    affinity: crate::affinity::Affinity,
     waiters: WaiterQueue<Handoff<M::Connection>>,
     sweeper: Sweeper,
     connector: Connector,
@@ -176,10 +197,12 @@ impl<M: ManageConnection> Shared<M> {
             hook_at_checkout,
             hook_at_return,
             slots: {
-                let slots = Slots::new(config.max_size_ceiling() as usize);
+                let mut slots = Slots::new(config.max_size_ceiling() as usize);
                 slots.set_limit(config.max_size());
+                slots.set_affinity(config.thread_affinity());
                 slots
             },
+            affinity: crate::affinity::Affinity::new(),
             waiters: WaiterQueue::new(),
             sweeper: Sweeper::new(),
             connector: Connector::new(),
@@ -236,6 +259,12 @@ impl<M: ManageConnection> Shared<M> {
 
     pub(crate) fn slots(&self) -> &Slots<M::Connection> {
         &self.slots
+    }
+
+    /// This pool's identity in the threads' lists (`affinity.rs`).
+    #[inline]
+    pub(crate) fn affinity(&self) -> &crate::affinity::Affinity {
+        &self.affinity
     }
 
     pub(crate) fn waiters(&self) -> &WaiterQueue<Handoff<M::Connection>> {
@@ -400,6 +429,11 @@ impl<M: ManageConnection> Shared<M> {
         for h in self.slots.close_idle() {
             self.evict(h, Reason::Closed);
         }
+        // After `CLOSED` is set: a return racing this sees it or is found
+        // here (`slots/cache.rs`).
+        for h in self.slots.take_cached() {
+            self.evict(h, Reason::Closed);
+        }
         self.close_parked();
         self.waiters.close_all(|| self.slots.clear_waiting());
     }
@@ -412,7 +446,9 @@ impl<M: ManageConnection> Shared<M> {
         self.config.check_resize(max_size)?;
         self.slots.set_limit(max_size);
         if self.slots.over_limit() {
-            let idle: Vec<_> = self.slots.take_idle().collect();
+            // After the limit is lowered: a return racing this sees it or
+            // is found here (`slots/cache.rs`).
+            let idle = self.slots.take_all_idle();
             let mut keep = Vec::with_capacity(idle.len());
             for h in idle.into_iter().rev() {
                 if self.slots.over_limit() {
@@ -432,7 +468,7 @@ impl<M: ManageConnection> Shared<M> {
     /// Retires every connection: idle ones now, in-use ones at their return.
     pub(crate) fn soft_evict_all(self: &Arc<Self>) {
         self.generation.fetch_add(1, Ordering::Relaxed);
-        for h in self.slots.take_idle() {
+        for h in self.slots.take_all_idle() {
             self.evict(h, Reason::SoftEvict);
         }
     }

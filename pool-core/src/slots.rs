@@ -27,12 +27,14 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
+mod cache;
 mod slot;
 
 pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub(crate) use cache::Parked;
 pub(crate) use slot::{Census, Slot, State};
 
 use crossbeam_utils::CachePadded;
@@ -84,7 +86,8 @@ pub(crate) struct Vacant(u16);
 /// connection: everything else holds [`Handoff`] and [`Vacant`] tokens.
 pub(crate) struct Slots<C> {
     links: Links,
-    /// The idle set: slots holding a connection nobody uses.
+    /// The idle set: slots holding a connection nobody uses (with those
+    /// parked in place, `Cached`: see `slots/cache.rs`).
     idle: IndexStack,
     /// The free list: slots with no connection, ready to reserve.
     free: IndexStack,
@@ -97,6 +100,9 @@ pub(crate) struct Slots<C> {
     /// the number of slots. Relaxed: `reserve` checks it in the same CAS
     /// that counts the slot, so `open` never passes it by a reservation.
     limit: AtomicU32,
+    /// Whether returns may park connections in place (`thread_affinity`);
+    /// when off, no slot is ever `Cached` and nothing scans for them.
+    affinity: bool,
     slots: Box<[CachePadded<Slot<C>>]>,
 }
 
@@ -151,6 +157,7 @@ impl<C> Slots<C> {
             free: IndexStack::new(),
             open: AtomicU32::new(0),
             limit: AtomicU32::new(len as u32),
+            affinity: false,
             slots: (0..len)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -340,10 +347,25 @@ impl<C> Slots<C> {
     }
 
     /// Marks callers as waiting on the idle stack (with the waiter queue
-    /// locked), or hands over a connection found on it after all
-    /// (`Err(Popped::Node)`, counted in use), or reports it closed.
+    /// locked), or hands over a connection found idle after all
+    /// (`Err(Popped::Node)`, counted in use), on the stack or, for the
+    /// first caller to queue, parked in place (`claim_cached`), or reports
+    /// it closed.
     pub(crate) fn mark_waiting(&self) -> Result<(), Popped<Handoff<C>>> {
+        // Under the queue's lock the bit is set only here and cleared only
+        // when the queue empties, so it is exact: clear means this caller
+        // is the first to queue.
+        let first = !self.idle.has_waiters();
         match self.idle.set_waiters(&self.links) {
+            Ok(()) if first && self.affinity => match self.claim_cached() {
+                // Found parked in place: this caller does not queue after
+                // all, and the queue is still empty.
+                Some(h) => {
+                    self.idle.clear_waiters();
+                    Err(Popped::Node(h))
+                }
+                None => Ok(()),
+            },
             Ok(()) => Ok(()),
             Err(Popped::Node(index)) => Err(Popped::Node(self.take_in_use(index))),
             Err(_) => Err(Popped::Closed),
@@ -396,7 +418,7 @@ impl<C> Slots<C> {
         let mut c = Census::default();
         for slot in self.slots.iter() {
             match slot.state.load(Ordering::Relaxed) {
-                s if s == State::Idle as u8 => c.idle += 1,
+                s if s == State::Idle as u8 || s == State::Cached as u8 => c.idle += 1,
                 s if s == State::InUse as u8 => c.in_use += 1,
                 s if s == State::Opening as u8 => c.opening += 1,
                 _ => {}

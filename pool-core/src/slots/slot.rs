@@ -18,6 +18,10 @@ pub(crate) enum State {
     /// A connection out of the pool: held by a caller, handed to a waiter,
     /// or being reset or pinged.
     InUse = 3,
+    /// An idle connection parked in its own slot, off the idle stack, by
+    /// the thread that returned it (`slots/cache.rs`): owned by nobody
+    /// until a compare-and-swap of this state claims it. Counted idle.
+    Cached = 4,
 }
 
 /// The slots' states added up.
@@ -44,7 +48,9 @@ pub(crate) struct Slot<C> {
     /// it: the thread that reserved or popped the index, before it pushes
     /// the index on a stack.
     pub(super) entry: UnsafeCell<Option<Entry<C>>>,
-    /// A [`State`]; written by the owner (Relaxed: read only for counts).
+    /// A [`State`]; written by the owner (Relaxed: read only for counts),
+    /// except that `Cached` is stored with Release and left only by a
+    /// compare-and-swap, which passes ownership (see `slots/cache.rs`).
     pub(super) state: AtomicU8,
     /// Zero-wait checkouts of this slot; written by the owner only.
     pub(super) checkouts: AtomicU64,

@@ -1,0 +1,300 @@
+//! Connections parked in their own slot: the slot half of thread affinity
+//! (the thread half, which remembers them, is `affinity.rs`).
+//!
+//! A clean connection returned while nobody waits may stay in its slot,
+//! off the idle stack, its state set to [`State::Cached`]. Such a slot is
+//! owned by nobody: whoever compares-and-swaps its state from `Cached` to
+//! something else owns it, connection included. The returning thread
+//! remembers the index and its next checkout claims it back with that one
+//! CAS on the slot's own cache line, never touching the idle stack's head
+//! word that every other thread writes. Anyone else may claim it the same
+//! way: a caller about to queue, `try_get`, the housekeeper's sweep,
+//! `close`, `soft_evict_all`, `resize` and `retain` scan the slots for
+//! `Cached` ones ([`Slots::claim_cached`], [`Slots::take_cached`]).
+//!
+//! # Ownership
+//!
+//! Parking ([`Slots::cache_held`]) is the owner's last touch: it stores
+//! `Cached` with Release after its writes to the slot (the connection, its
+//! `Entry`, the counts). A claim is a CAS from `Cached` with Acquire, which
+//! reads that store, so the claimer sees them; a failed CAS touches
+//! nothing. Stack slots are marked `Idle` and in-use ones `InUse`, never
+//! `Cached`, so a claim can only take a parked slot, whatever stale index
+//! a thread remembers.
+//!
+//! # Parking against queuing (a Dekker race)
+//!
+//! A return must not park a connection while a caller waits (it goes to
+//! the longest waiter), and a caller must not queue while a connection is
+//! parked. The two sides write one location and read the other:
+//!
+//! ```text
+//! return (cache_held)               first caller to queue (mark_waiting)
+//! state := Cached  (Release)        stack word |= WAITERS  (RMW)
+//! fence(SeqCst)                     fence(SeqCst)          (claim_cached)
+//! read stack word, limit            read every slot's state
+//! ```
+//!
+//! Of the two SeqCst fences one precedes the other in the single total
+//! order of SeqCst fences, and the side whose fence comes second reads the
+//! other side's write (or a later one): either the return sees `WAITERS`
+//! and takes its connection back to hand it over (if a scan has not
+//! claimed it first), or the caller's scan sees `Cached` and claims it
+//! instead of queuing; never neither. The same pairing serves `close`
+//! (`CLOSED` set, then [`Slots::take_cached`]) and a shrinking `resize`
+//! (the limit lowered, then the scan): a return racing them sees the flag
+//! or is found by the scan. `loom_tests.rs` checks the protocol on the
+//! real code.
+
+use super::{Handoff, Held, Slots, State};
+use crate::index_stack::{CLOSED, WAITERS};
+use crate::sync::{fence, Ordering};
+
+/// What became of a connection offered to [`Slots::cache_held`].
+#[derive(Debug)]
+pub(crate) enum Parked {
+    /// Parked in place, at this slot index, for anyone to claim.
+    Cached(u16),
+    /// Not parked: callers queued, the pool closed or went over its bound
+    /// meanwhile. Still the caller's, to deliver.
+    Back(Held),
+    /// Parked, then callers queued (or the pool closed) and someone
+    /// claimed it before the caller could take it back: theirs now.
+    Claimed,
+}
+
+impl<C> Slots<C> {
+    /// Whether returns may park connections in place.
+    #[inline]
+    pub(crate) fn affinity(&self) -> bool {
+        self.affinity
+    }
+
+    /// Turns parking in place on (`thread_affinity`); set once, before the
+    /// pool is shared.
+    pub(crate) fn set_affinity(&mut self, on: bool) {
+        self.affinity = on;
+    }
+
+    /// Parks a held connection in its slot, marked `Cached`, unless callers
+    /// wait, the pool is closed or over its bound (see "Parking against
+    /// queuing"). The caller checked those before, as a hint.
+    #[inline]
+    pub(crate) fn cache_held(&self, h: Held) -> Parked {
+        let slot = self.get(h.0);
+        // Release: the owner's last touch; pairs with the Acquire CAS in
+        // `claim`, which then sees the connection and counts written before.
+        slot.state.store(State::Cached as u8, Ordering::Release);
+        // SeqCst: pairs with the fence in `claim_cached` / `take_cached`
+        // (the Dekker race in the module docs): either this thread reads
+        // the flag or limit set before that fence, or that scan reads
+        // `Cached`.
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above.
+        let refused = self.idle.flags() & (WAITERS | CLOSED) != 0 || self.over_limit();
+        if !refused {
+            return Parked::Cached(h.0);
+        }
+        // Take it back to hand it over; whoever claimed it first owns it.
+        match self.claim(h.0, State::InUse) {
+            true => Parked::Back(h),
+            false => Parked::Claimed,
+        }
+    }
+
+    /// Claims the connection parked at `index`, if it still is, counted in
+    /// use and left in place. An index out of range (a thread's stale
+    /// entry) claims nothing.
+    #[inline]
+    pub(crate) fn claim_held(&self, index: u16) -> Option<Held> {
+        (usize::from(index) < self.slots.len() && self.claim(index, State::InUse))
+            .then_some(Held(index))
+    }
+
+    /// The idle stack's flag bits (`WAITERS`, `CLOSED`) now, as a hint.
+    #[inline]
+    pub(crate) fn stack_flags(&self) -> u64 {
+        self.idle.flags()
+    }
+
+    /// Takes every idle connection, on the stack and parked in place, most
+    /// recently used first (the order of the stack's chain): the
+    /// housekeeper's sweep, `soft_evict_all`, `resize`, `retain`.
+    pub(crate) fn take_all_idle(&self) -> Vec<Handoff<C>> {
+        let mut taken: Vec<_> = self.take_idle().collect();
+        let cached = self.take_cached();
+        if !cached.is_empty() {
+            taken.extend(cached);
+            // Stable: the stack's own order is kept among equals.
+            taken.sort_by_key(|h| std::cmp::Reverse(h.entry.last_used));
+        }
+        taken
+    }
+
+    /// Claims one connection parked in place, if any, counted in use and
+    /// taken out. Scans every slot, after the SeqCst fence that pairs with
+    /// `cache_held`'s (see the module docs): call it after setting the
+    /// flag a return must see.
+    pub(crate) fn claim_cached(&self) -> Option<Handoff<C>> {
+        // SeqCst: see "Parking against queuing".
+        fence(Ordering::SeqCst);
+        (0..self.slots.len() as u16)
+            .find(|&index| self.is_cached(index) && self.claim(index, State::InUse))
+            // SAFETY: the claim made us the slot's owner.
+            .map(|index| unsafe { self.take(index) })
+    }
+
+    /// Claims every connection parked in place, counted idle and taken
+    /// out, lowest slot first (the housekeeper's sweep, `close`,
+    /// `soft_evict_all`, `resize`, `retain`). Scans after the SeqCst fence
+    /// that pairs with `cache_held`'s: a return racing the flag set before
+    /// the call sees it or is found here.
+    pub(crate) fn take_cached(&self) -> Vec<Handoff<C>> {
+        if !self.affinity {
+            return Vec::new();
+        }
+        // SeqCst: see "Parking against queuing".
+        fence(Ordering::SeqCst);
+        (0..self.slots.len() as u16)
+            .filter(|&index| self.is_cached(index) && self.claim(index, State::Idle))
+            // SAFETY: the claim made us the slot's owner.
+            .map(|index| unsafe { self.take(index) })
+            .collect()
+    }
+
+    /// Whether the slot is parked now (a hint before the claiming CAS, so a
+    /// scan writes only the lines it takes).
+    #[inline]
+    fn is_cached(&self, index: u16) -> bool {
+        // Relaxed: the CAS that follows decides and acquires.
+        self.get(index).state.load(Ordering::Relaxed) == State::Cached as u8
+    }
+
+    /// Moves a parked slot to `to`; true if this call claimed it.
+    #[inline]
+    fn claim(&self, index: u16, to: State) -> bool {
+        // Acquire on success: pairs with the Release store in `cache_held`,
+        // so the claimer sees the parked connection. Relaxed on failure:
+        // nothing was taken.
+        self.get(index)
+            .state
+            .compare_exchange(
+                State::Cached as u8,
+                to as u8,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::Stamp;
+    use crate::entry::Entry;
+    use crate::index_stack::Popped;
+
+    fn entry(conn: u32) -> Entry<u32> {
+        let t = Stamp::from_nanos(1);
+        Entry {
+            conn,
+            created_at: t,
+            expires_at: Stamp::NEVER,
+            last_used: t,
+            generation: 0,
+            last_ping: t,
+            fresh: false,
+        }
+    }
+
+    fn slots_with(conns: u32) -> Slots<u32> {
+        let mut s = Slots::new(conns as usize + 1);
+        s.set_affinity(true);
+        for conn in 0..conns {
+            let slot = s.reserve().unwrap();
+            s.push_idle(s.fill(slot, entry(conn))).unwrap();
+        }
+        s
+    }
+
+    fn held(s: &Slots<u32>) -> Held {
+        match s.pop_held() {
+            Popped::Node(h) => h,
+            other => panic!("expected an idle connection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parked_counts_idle_and_is_claimed_once() {
+        let s = slots_with(1);
+        let h = held(&s);
+        let Parked::Cached(index) = s.cache_held(h) else {
+            panic!("nobody waits: parked")
+        };
+        assert_eq!(s.census().idle, 1, "a parked connection is idle");
+        assert!(matches!(s.pop_held(), Popped::Empty), "not on the stack");
+        let h = s.claim_held(index).expect("still parked");
+        assert!(s.claim_held(index).is_none(), "claimed twice");
+        assert_eq!(s.census().in_use, 1);
+        assert_eq!(s.entry(&h).conn, 0);
+        s.push_held(h).unwrap();
+        assert!(
+            s.claim_held(index).is_none(),
+            "a stack slot is not claimable"
+        );
+    }
+
+    #[test]
+    fn a_return_while_callers_wait_is_not_parked() {
+        let s = slots_with(1);
+        let h = held(&s);
+        assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
+        let Parked::Back(h) = s.cache_held(h) else {
+            panic!("callers wait: not parked")
+        };
+        assert_eq!(s.census().in_use, 1, "taken back, in use");
+        s.clear_waiting();
+        assert!(matches!(s.cache_held(h), Parked::Cached(_)));
+    }
+
+    #[test]
+    fn the_first_caller_to_queue_claims_a_parked_connection() {
+        let s = slots_with(2);
+        let a = held(&s);
+        let b = held(&s);
+        assert!(matches!(s.cache_held(a), Parked::Cached(_)));
+        assert!(matches!(s.cache_held(b), Parked::Cached(_)));
+        let Err(Popped::Node(h)) = s.mark_waiting() else {
+            panic!("a parked connection is taken instead of queuing")
+        };
+        assert!(!s.has_waiters(), "the caller did not queue");
+        assert_eq!(s.census().idle, 1);
+        s.push_idle(h).unwrap();
+        let taken = s.take_cached();
+        assert_eq!(taken.len(), 1, "the other parked one");
+        assert_eq!(s.census().idle, 2, "taken ones count idle");
+        for h in taken {
+            s.push_idle(h).unwrap();
+        }
+        for h in s.close_idle() {
+            s.free(h.vacate().0);
+        }
+        assert_eq!(s.open(), 0);
+    }
+
+    #[test]
+    fn closed_or_shrunk_refuses_to_park() {
+        let s = slots_with(2);
+        let h = held(&s);
+        s.set_limit(1);
+        let Parked::Back(h) = s.cache_held(h) else {
+            panic!("over the bound: not parked")
+        };
+        s.set_limit(3);
+        for h in s.close_idle() {
+            s.free(h.vacate().0);
+        }
+        assert!(matches!(s.cache_held(h), Parked::Back(_)), "closed");
+    }
+}
