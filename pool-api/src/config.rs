@@ -573,8 +573,9 @@ impl PoolConfigBuilder {
     /// idle timeout, `max_lifetime`, `close()`, `soft_evict_all()`,
     /// `resize()` and `retain()` find it as they find the others. The
     /// idle set is then last-in-first-out per thread rather than
-    /// pool-wide. With `false`, every idle connection sits on the one
-    /// shared last-in-first-out stack.
+    /// pool-wide: a light load that moves between N runtime worker threads
+    /// keeps up to N connections warm instead of one. With `false`, every
+    /// idle connection sits on the one shared last-in-first-out stack.
     pub fn thread_affinity(mut self, on: bool) -> Self {
         self.config.thread_affinity = on;
         self

@@ -52,8 +52,10 @@ use crate::shared::Shared;
 /// connection, whichever task or thread does it: everything written through
 /// a `PooledConnection` before it was dropped is visible to the next holder.
 /// (The return publishes the connection with a Release CAS on the idle stack,
-/// or under the waiter's lock; the checkout takes it with an Acquire CAS, or
-/// under that lock.)
+/// a Release store of its slot's state when it parks it for its thread
+/// (`thread_affinity`), or under the waiter's lock; the checkout takes it
+/// with an Acquire CAS on the stack or on the slot's state, or under that
+/// lock.)
 ///
 /// # Runtime
 ///
