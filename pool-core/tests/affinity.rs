@@ -28,22 +28,30 @@ fn keep_on_a_thread_that_exits(pool: &Pool<Mock>, n: usize) -> Vec<u64> {
     .unwrap()
 }
 
-async fn full_pool(mock: &Mock, n: u32, affinity: bool) -> Pool<Mock> {
+/// A pool of `n` slots with `min` connections open and idle, once the
+/// housekeeper's first pass (which runs at once and takes the idle set for
+/// an instant) is over; the next comes an hour later.
+async fn settled_pool(mock: &Mock, n: u32, min: u32, affinity: bool) -> Pool<Mock> {
     let pool = Pool::new(
         mock.clone(),
         config(n)
-            .min_size(n)
+            .min_size(min)
+            .housekeeping_period(Duration::from_secs(3600))
             .thread_affinity(affinity)
             .build()
             .unwrap(),
     )
     .await
     .unwrap();
-    // The rest of `min_size` is opened in the background.
-    while pool.metrics().idle != n {
+    while pool.metrics().idle != min.max(1) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    tokio::time::sleep(Duration::from_millis(200)).await;
     pool
+}
+
+async fn full_pool(mock: &Mock, n: u32, affinity: bool) -> Pool<Mock> {
+    settled_pool(mock, n, n, affinity).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,4 +200,46 @@ async fn without_affinity_the_pool_wide_newest_comes_first() {
         "the newest return, from the other thread"
     );
     assert_eq!(first_there, newest_here, "then the next newest");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soft_evict_all_resize_and_retain_reach_kept_connections() {
+    let mock = Mock::default();
+    let pool = settled_pool(&mock, 3, 0, true).await;
+    let open_three = || async {
+        drop(futures::future::join_all([pool.get(), pool.get(), pool.get()]).await);
+        assert_eq!(pool.metrics().total, 3);
+    };
+
+    // Each operation right after the connections were kept (`retain` and
+    // the sweep put the ones they keep on the shared stack).
+    open_three().await;
+    keep_on_a_thread_that_exits(&pool, 3);
+    pool.soft_evict_all();
+    let m = pool.metrics();
+    assert_eq!(
+        (m.total, m.evictions.soft_evict),
+        (0, 3),
+        "soft_evict_all closed kept ones: {m:?}"
+    );
+
+    open_three().await;
+    keep_on_a_thread_that_exits(&pool, 3);
+    let mut seen = Vec::new();
+    let closed = pool.retain(|c, _| {
+        seen.push(c.id);
+        c.id % 2 == 0
+    });
+    assert_eq!(seen.len(), 3, "retain saw every kept connection");
+    assert_eq!(closed, seen.iter().filter(|&&id| id % 2 != 0).count());
+
+    open_three().await;
+    keep_on_a_thread_that_exits(&pool, 3);
+    pool.resize(1).unwrap();
+    let m = pool.metrics();
+    assert_eq!(
+        (m.total, m.idle),
+        (1, 1),
+        "resize closed kept ones down to the bound: {m:?}"
+    );
 }
