@@ -115,8 +115,8 @@ impl<M: ManageConnection> Shared<M> {
     /// `get()` with a total time limit.
     ///
     /// The common case, an idle connection that needs no check, is served
-    /// synchronously, without a lock or an allocation (after one unit of tokio's
-    /// cooperative budget); the rest (waiting, validation, hooks, retries)
+    /// synchronously, without a lock or an allocation (spending tokio's
+    /// cooperative budget, see `coop.rs`); the rest (waiting, validation, hooks, retries)
     /// is the async slow path.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
@@ -127,7 +127,10 @@ impl<M: ManageConnection> Shared<M> {
         // a task whose checkouts and queries are always ready would
         // otherwise loop on its hot connection and starve the tasks queued
         // behind it on the same worker. Yields only once the budget is spent.
-        tokio::task::consume_budget().await;
+        // One unit per `coop::EVERY` checkouts on this thread (`coop.rs`).
+        if crate::coop::due() {
+            tokio::task::consume_budget().await;
+        }
         let now = self.clock().now();
         // The fast path, written out here so that the guard is built in
         // place from the popped token: no `Result`/`Option`/enum layers for

@@ -79,6 +79,7 @@ mod affinity;
 mod clock;
 mod connection;
 mod connector;
+mod coop;
 mod entry;
 #[cfg(feature = "metrics")]
 mod export;

@@ -25,6 +25,7 @@
 //! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
 //! | `leak.rs` | holder sites (`holders()`, the sites in timeouts) and leak records |
 //! | `suspend.rs` | `suspend()` / `resume()`: the flag and the idle connections parked while suspended |
+//! | `coop.rs` | how often a checkout spends tokio's cooperative budget |
 //! | `clock.rs`, `sync.rs` | timestamps, the loom shim |
 //! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
 //!
