@@ -18,6 +18,9 @@ pub(crate) enum State {
     /// A connection out of the pool: held by a caller, handed to a waiter,
     /// or being reset or pinged.
     InUse = 3,
+    /// Its connection is being closed (`Shared::close_in_slot`); the slot
+    /// is freed once the close ends.
+    Closing = 4,
 }
 
 /// The slots' states added up.
@@ -26,11 +29,12 @@ pub(crate) struct Census {
     pub(crate) idle: u32,
     pub(crate) in_use: u32,
     pub(crate) opening: u32,
+    pub(crate) closing: u32,
 }
 
 impl Census {
     pub(crate) fn total(&self) -> u32 {
-        self.idle + self.in_use + self.opening
+        self.idle + self.in_use + self.opening + self.closing
     }
 }
 
