@@ -173,6 +173,10 @@ fn workers_runs_report_a_table_by_workers() {
         "{md}"
     );
     assert!(
+        md.contains("| S2 pool 4, 4 tasks, cycles/s | ours, Jain's index (worst repeat) |"),
+        "{md}"
+    );
+    assert!(
         md.contains("### S1 uncontended get + drop, 2 workers"),
         "{md}"
     );

@@ -273,7 +273,7 @@ impl Report {
             return;
         }
         md.push_str("\n### Many cores: every contestant by the runtime's workers\n\n");
-        md.push_str("S1: ns per get + drop, one task on a multi-thread runtime of that many workers (lower is better). S2/S3: cycles/s of the get → yield → drop loop (higher is better). The `ours vs` rows are ours' speed over theirs, from the same run (above 1: ours is faster; for S1 their ns / ours); the floor is the semaphore + queue loop. ✗ marks an invalid run, never the best peer.\n\n");
+        md.push_str("S1: ns per get + drop, one task on a multi-thread runtime of that many workers (lower is better). S2/S3: cycles/s of the get → yield → drop loop (higher is better). The `ours vs` rows are ours' speed over theirs, from the same run (above 1: ours is faster; for S1 their ns / ours); the floor is the semaphore + queue loop. ✗ marks an invalid run, never the best peer. Jain's index is of the per-task cycle counts (1.000: perfectly even).\n\n");
         let heads: Vec<String> = workers.iter().map(|&w| runtime_label(Some(w))).collect();
         let _ = writeln!(md, "| point | pool | {} |", heads.join(" | "));
         let _ = writeln!(md, "|---|---|{}", "---:|".repeat(workers.len()));
@@ -373,6 +373,16 @@ impl Report {
                     })
                     .collect();
                 line(md, &point, "ours vs best valid peer", cells);
+                let cells = workers
+                    .iter()
+                    .map(|&w| {
+                        at(w)
+                            .iter()
+                            .find(|r| r.pool == "ours")
+                            .map_or("–".to_owned(), |r| format!("{:.3}", r.jain))
+                    })
+                    .collect();
+                line(md, &point, "ours, Jain's index (worst repeat)", cells);
             }
         }
     }
