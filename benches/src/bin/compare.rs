@@ -309,7 +309,7 @@ fn main() {
                 pool_size: 16,
                 connections: if q { vec![16] } else { vec![16, 128] },
                 seconds: if q { 1 } else { 2 },
-                repeats: if q { 1 } else { 3 },
+                repeats,
             };
             report.s7 = http::run(&DbKind::ALL, &s);
         } else {
