@@ -245,7 +245,7 @@ async fn run(
     kind: Kind,
     fault: Fault,
     n: usize,
-) -> Result<Figures, String> {
+) -> Result<(Figures, Rates), String> {
     let app = format!("faults_{n}");
     let mut pg = cluster.tcp_config("postgres", "postgres");
     pg.password(PASSWORD)
@@ -327,7 +327,8 @@ async fn run(
     let seen = sampler.finish().await;
     pool.close().await;
     let label = format!("{} / {}", kind.name(), fault.name());
-    Ok(Figures::compute(
+    let rates = Rates::of(&ops, at, up + AFTER);
+    let figures = Figures::compute(
         &label,
         &ops,
         Timeline {
@@ -338,7 +339,35 @@ async fn run(
         killed,
         seen,
         MAX,
-    ))
+    );
+    Ok((figures, rates))
+}
+
+/// Successful operations per second in the second before the fault and in
+/// the last second of the run: what "90 % throughput after up" compares,
+/// so that a "never" there can be read (the pool not back, or the machine
+/// slower at the end than at the start).
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    before: usize,
+    last: usize,
+}
+
+impl Rates {
+    fn of(ops: &[Op], fault: Instant, end: Instant) -> Rates {
+        let second = Duration::from_secs(1);
+        let ok_in = |from: Option<Instant>, to: Instant| {
+            from.map_or(0, |from| {
+                ops.iter()
+                    .filter(|op| op.outcome == Outcome::Ok && op.end >= from && op.end < to)
+                    .count()
+            })
+        };
+        Rates {
+            before: ok_in(fault.checked_sub(second), fault),
+            last: ok_in(end.checked_sub(second), end),
+        }
+    }
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -369,9 +398,9 @@ async fn main() {
             // A fresh admin connection: the last fault may have ended the old one.
             let admin = cluster.admin().await;
             match run(&cluster, &admin, kind, fault, n).await {
-                Ok(f) => {
+                Ok((f, rates)) => {
                     f.print();
-                    rows.push((kind, fault, f));
+                    rows.push((kind, fault, f, rates));
                 }
                 Err(e) => eprintln!("{} / {}: {e}", kind.name(), fault.name()),
             }
@@ -384,11 +413,11 @@ async fn main() {
         FAIL_PAUSE.as_millis()
     );
     println!();
-    println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (kind, fault, f) in &rows {
+    println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | ok/s: second before the fault / last second | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (kind, fault, f, rates) in &rows {
         println!(
-            "| {} | {} | {} / {} ({}) | {} | {} | {} | {} / {} / {} | {} / {} | {} / {} |",
+            "| {} | {} | {} / {} ({}) | {} | {} | {} | {} / {} | {} / {} / {} | {} / {} | {} / {} |",
             fault.name(),
             kind.name(),
             f.query_errors,
@@ -397,6 +426,8 @@ async fn main() {
             f.dead_after_up,
             ms(f.first_success),
             ms(f.to_90pct),
+            rates.before,
+            rates.last,
             f.down.timeouts,
             f.down.errors,
             f.down.ok,
