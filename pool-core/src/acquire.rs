@@ -203,7 +203,8 @@ impl<M: ManageConnection> Shared<M> {
             Ok(false) => Some(held),
             Ok(true) => {
                 let created_at = slots.entry(&held).created_at;
-                self.connector().count_check(self.clock(), created_at, false);
+                self.connector()
+                    .count_check(self.clock(), created_at, false);
                 self.evict(slots.take_held(held), Reason::Broken);
                 None
             }

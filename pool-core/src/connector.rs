@@ -183,7 +183,8 @@ impl Connector {
     pub(crate) fn saw_failure(&self, now: Stamp) {
         // Relaxed: a hint (see the field); `max` so a late writer with an
         // older stamp does not move the epoch back.
-        self.failed_at.fetch_max(now.nanos().max(1), Ordering::Relaxed);
+        self.failed_at
+            .fetch_max(now.nanos().max(1), Ordering::Relaxed);
     }
 
     /// Whether a failure was seen after `checked`, the last time a

@@ -185,7 +185,11 @@ async fn a_closing_connection_keeps_its_slot_until_the_close_ends() {
     // The replacement waits for the close: the "server" never holds two.
     let started = tokio::time::Instant::now();
     let next = pool.get().await.unwrap();
-    assert!(started.elapsed() >= SLOW, "opened after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= SLOW,
+        "opened after {:?}",
+        started.elapsed()
+    );
     assert_eq!(mock.script.max_alive(), 1);
     assert_eq!(mock.script.close_calls.load(Ordering::SeqCst), 1);
     assert_eq!(pool.metrics().closing, 0);
