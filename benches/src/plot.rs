@@ -6,7 +6,8 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::report::Report;
-use crate::scenarios::contended::LoadRow;
+use crate::runner::runtime_label;
+use crate::scenarios::contended::{LoadRow, DEFAULT_WORKERS};
 
 const COLOURS: [RGBColor; 8] = [
     RGBColor(214, 39, 40),
@@ -21,6 +22,23 @@ const COLOURS: [RGBColor; 8] = [
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
+/// The rows of one worker count: the default one where the run has it,
+/// else the first the run measured (a plot shows one runtime; the table by
+/// workers is in the Markdown report).
+fn one_runtime(rows: &[LoadRow]) -> (usize, Vec<LoadRow>) {
+    let workers = if rows.iter().any(|r| r.workers == DEFAULT_WORKERS) {
+        DEFAULT_WORKERS
+    } else {
+        rows.first().map_or(DEFAULT_WORKERS, |r| r.workers)
+    };
+    let rows = rows
+        .iter()
+        .filter(|r| r.workers == workers)
+        .cloned()
+        .collect();
+    (workers, rows)
+}
+
 fn pools(rows: &[LoadRow]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in rows {
@@ -34,8 +52,9 @@ fn pools(rows: &[LoadRow]) -> Vec<String> {
 /// S2: cycles/s against tasks (log scale), one panel per pool size; invalid
 /// points are drawn as crosses.
 pub fn s2_throughput(report: &Report, path: &Path) -> PlotResult {
+    let (workers, s2) = one_runtime(&report.s2);
     let sizes: Vec<u32> = {
-        let mut v: Vec<u32> = report.s2.iter().map(|r| r.pool_size).collect();
+        let mut v: Vec<u32> = s2.iter().map(|r| r.pool_size).collect();
         v.dedup();
         v.sort_unstable();
         v.dedup();
@@ -47,19 +66,16 @@ pub fn s2_throughput(report: &Report, path: &Path) -> PlotResult {
     let root = SVGBackend::new(path, (560 * sizes.len() as u32, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, sizes.len()));
-    let names = pools(&report.s2);
-    let max_tasks = report.s2.iter().map(|r| r.tasks).max().unwrap_or(2).max(2) as f64;
-    let min_tasks = report.s2.iter().map(|r| r.tasks).min().unwrap_or(1).max(1) as f64;
-    let top = report
-        .s2
-        .iter()
-        .map(|r| r.cycles_per_sec)
-        .fold(1.0, f64::max)
-        / 1e6
-        * 1.15;
+    let names = pools(&s2);
+    let max_tasks = s2.iter().map(|r| r.tasks).max().unwrap_or(2).max(2) as f64;
+    let min_tasks = s2.iter().map(|r| r.tasks).min().unwrap_or(1).max(1) as f64;
+    let top = s2.iter().map(|r| r.cycles_per_sec).fold(1.0, f64::max) / 1e6 * 1.15;
     for (panel, size) in panels.iter().zip(&sizes) {
         let mut chart = ChartBuilder::on(panel)
-            .caption(format!("S2: pool {size}, 2 workers"), ("sans-serif", 18))
+            .caption(
+                format!("S2: pool {size}, {}", runtime_label(Some(workers))),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(52)
@@ -72,8 +88,7 @@ pub fn s2_throughput(report: &Report, path: &Path) -> PlotResult {
             .draw()?;
         for (i, name) in names.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
-            let pts: Vec<(f64, f64, bool)> = report
-                .s2
+            let pts: Vec<(f64, f64, bool)> = s2
                 .iter()
                 .filter(|r| r.pool == *name && r.pool_size == *size)
                 .map(|r| (r.tasks as f64, r.cycles_per_sec / 1e6, r.valid))
@@ -109,11 +124,12 @@ pub fn s2_throughput(report: &Report, path: &Path) -> PlotResult {
 /// S3: acquire wait p50, p99 and max (µs, log scale) against pool size, one
 /// panel per percentile; invalid pools drawn as crosses.
 pub fn s3_waits(report: &Report, path: &Path) -> PlotResult {
-    let rows: Vec<&LoadRow> = report.s3.iter().filter(|r| r.wait_us.is_some()).collect();
+    let (workers, s3) = one_runtime(&report.s3);
+    let rows: Vec<&LoadRow> = s3.iter().filter(|r| r.wait_us.is_some()).collect();
     if rows.is_empty() {
         return Ok(());
     }
-    let names = pools(&report.s3);
+    let names = pools(&s3);
     let root = SVGBackend::new(path, (1500, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 3));
@@ -131,7 +147,10 @@ pub fn s3_waits(report: &Report, path: &Path) -> PlotResult {
             / 2.0;
         let hi = values.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 2.0;
         let mut chart = ChartBuilder::on(panel)
-            .caption(format!("S3: acquire wait {title}"), ("sans-serif", 18))
+            .caption(
+                format!("S3: acquire wait {title}, {}", runtime_label(Some(workers))),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(60)

@@ -221,6 +221,68 @@ where
     out
 }
 
+/// A fresh runtime: tokio's current-thread scheduler for `None`, else the
+/// multi-thread one with that many worker threads.
+pub fn runtime(workers: Option<usize>) -> tokio::runtime::Runtime {
+    match workers {
+        None => current_thread(),
+        Some(n) => multi_thread(n),
+    }
+}
+
+/// Runs `fut` to completion on a fresh [`runtime`] of `workers` and shuts
+/// the runtime down (waiting at most 1 s for what is left on it).
+///
+/// On the current-thread runtime `fut` is the runtime's main future, as
+/// S1 has always measured it. On a multi-thread runtime it is spawned, so
+/// it runs on a worker thread: `block_on` would poll it on the calling
+/// thread, which is not one of the runtime's workers, and a pool that
+/// keeps anything per worker would see none.
+pub fn run_on<F>(workers: Option<usize>, fut: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let rt = runtime(workers);
+    let out = match workers {
+        None => rt.block_on(fut),
+        Some(_) => rt
+            .block_on(rt.spawn(fut))
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+    };
+    rt.shutdown_timeout(Duration::from_secs(1));
+    out
+}
+
+/// "current-thread" or "N worker(s)": how reports name a runtime.
+pub fn runtime_label(workers: Option<usize>) -> String {
+    match workers {
+        None => "current-thread".to_owned(),
+        Some(1) => "1 worker".to_owned(),
+        Some(n) => format!("{n} workers"),
+    }
+}
+
+/// Parses a list of worker counts such as `1,2,4,8,16` (each 1..=1024).
+pub fn parse_workers(list: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let n: usize = item
+            .parse()
+            .map_err(|_| format!("worker count {item:?} is not a number"))?;
+        if !(1..=1024).contains(&n) {
+            return Err(format!("worker count {n} is outside 1..=1024"));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    if out.is_empty() {
+        return Err("--workers needs a list such as 1,2,4,8,16".to_owned());
+    }
+    Ok(out)
+}
+
 /// A fresh multi-thread runtime with `workers` worker threads.
 pub fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -236,4 +298,26 @@ pub fn current_thread() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_lists_parse() {
+        assert_eq!(parse_workers("1,2, 4,8,16"), Ok(vec![1, 2, 4, 8, 16]));
+        assert_eq!(parse_workers("2,2,1"), Ok(vec![2, 1]));
+        assert!(parse_workers("0").is_err());
+        assert!(parse_workers("two").is_err());
+        assert!(parse_workers("").is_err());
+    }
+
+    #[test]
+    fn run_on_uses_a_worker_thread() {
+        let here = std::thread::current().id();
+        let on = |workers| run_on(workers, async { std::thread::current().id() });
+        assert_ne!(on(Some(2)), here, "spawned onto a worker");
+        assert_eq!(on(None), here, "the current-thread runtime's main future");
+    }
 }

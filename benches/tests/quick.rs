@@ -14,10 +14,10 @@ use pool_benches::scenarios::spike::{self, SpikeSettings};
 use pool_benches::scenarios::uncontended::{self, S1Settings};
 use pool_benches::{plot, Kind};
 
-fn tiny_load(pool_sizes: Vec<u32>, tasks: Vec<usize>, record: bool) -> LoadSettings {
+fn tiny_load(pool_sizes: &[u32], tasks: &[usize], record: bool) -> LoadSettings {
     LoadSettings {
-        pool_sizes,
-        tasks,
+        points: contended::grid(pool_sizes, tasks),
+        workers: contended::DEFAULT_WORKERS,
         duration: Duration::from_millis(20),
         grace: Duration::from_millis(500),
         repeats: 1,
@@ -33,6 +33,7 @@ fn quick_scenarios_run_and_report() {
         iters: 2_048,
         time_limit: Duration::from_millis(50),
         repeats: 1,
+        workers: None,
     };
     report.s1 = Kind::ALL
         .iter()
@@ -41,7 +42,7 @@ fn quick_scenarios_run_and_report() {
     report.s1_atomics = Some(uncontended::atomics_floor(&s1));
     assert!(report.s1.iter().all(|r| r.valid && r.ns_per_cycle > 0.0));
 
-    report.s2 = contended::run(&Kind::ALL, &tiny_load(vec![2], vec![2, 8], false));
+    report.s2 = contended::run(&Kind::ALL, &tiny_load(&[2], &[2, 8], false));
     assert_eq!(report.s2.len(), 2 * Kind::ALL.len());
     let ours = report.s2.iter().filter(|r| r.pool == "ours");
     assert!(
@@ -51,7 +52,7 @@ fn quick_scenarios_run_and_report() {
     );
     assert!(ours.clone().all(|r| r.max_task > 0));
 
-    report.s3 = contended::run(&Kind::ALL, &tiny_load(vec![1], vec![8], true));
+    report.s3 = contended::run(&Kind::ALL, &tiny_load(&[1], &[8], true));
     let ours = report
         .s3
         .iter()
@@ -127,4 +128,63 @@ fn quick_scenarios_run_and_report() {
     assert!(svg.contains("<svg"));
     serde_json::to_string(&report).expect("report serialises");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn workers_runs_report_a_table_by_workers() {
+    let workers = [1, 2];
+    let mut report = Report::default();
+    report.meta.workers = workers.to_vec();
+    let kinds = [Kind::Ours, Kind::Qp, Kind::Floor];
+    for w in workers {
+        let s1 = S1Settings {
+            pool_size: 4,
+            iters: 2_048,
+            time_limit: Duration::from_millis(50),
+            repeats: 1,
+            workers: Some(w),
+        };
+        report
+            .s1
+            .extend(kinds.iter().map(|&k| uncontended::run(k, &s1)));
+        let mut load = tiny_load(&[4], &[4], false);
+        load.workers = w;
+        report.s2.extend(contended::run(&kinds, &load));
+    }
+    assert!(report.s1.iter().all(|r| r.valid && r.ns_per_cycle > 0.0));
+    assert_eq!(report.s2.len(), workers.len() * kinds.len());
+    assert!(report
+        .s2
+        .iter()
+        .filter(|r| r.pool == "ours")
+        .all(|r| !r.stuck && r.errors == 0));
+    assert_eq!(
+        report.s2.iter().map(|r| r.workers).collect::<Vec<_>>(),
+        vec![1, 1, 1, 2, 2, 2]
+    );
+    let md = report.markdown();
+    assert!(md.contains("### Many cores"), "{md}");
+    assert!(
+        md.contains("| point | pool | 1 worker | 2 workers |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| S2 pool 4, 4 tasks, cycles/s | ours vs qp |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| S2 pool 4, 4 tasks, cycles/s | ours, Jain's index (worst repeat) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("### S1 uncontended get + drop, 2 workers"),
+        "{md}"
+    );
+    assert!(
+        md.contains("### S2 contended get → yield → drop, 1 worker"),
+        "{md}"
+    );
+    let json = serde_json::to_value(&report).expect("report serialises");
+    assert_eq!(json["s2"][0]["workers"], 1);
+    assert_eq!(json["s1"][0]["workers"], 1);
 }

@@ -34,7 +34,7 @@ impl fmt::Display for TimeoutPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct PoolState {
-    /// Open connections: idle, in use and being opened.
+    /// Open connections: idle, in use, being opened and being closed.
     pub total: u32,
     /// Connections ready in the pool.
     pub idle: u32,
@@ -42,6 +42,10 @@ pub struct PoolState {
     pub in_use: u32,
     /// Connections being opened.
     pub opening: u32,
+    /// Connections being closed: out of service, their slots taken until
+    /// the server has them closed (managers that
+    /// [`awaits_close`](crate::ManageConnection::awaits_close)).
+    pub closing: u32,
     /// Callers waiting for a connection.
     pub waiting: u32,
     /// The pool's bound.
@@ -56,9 +60,19 @@ impl PoolState {
             idle,
             in_use,
             opening,
+            closing: 0,
             waiting,
             max_size,
         }
+    }
+
+    /// The same state with `closing` connections being closed (counted in
+    /// `total`).
+    #[must_use]
+    pub fn with_closing(mut self, closing: u32) -> Self {
+        self.total = self.total - self.closing + closing;
+        self.closing = closing;
+        self
     }
 }
 
@@ -66,9 +80,13 @@ impl fmt::Display for PoolState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} of {} open: {} idle, {} in use, {} opening; {} waiting",
-            self.total, self.max_size, self.idle, self.in_use, self.opening, self.waiting
-        )
+            "{} of {} open: {} idle, {} in use, {} opening",
+            self.total, self.max_size, self.idle, self.in_use, self.opening
+        )?;
+        if self.closing != 0 {
+            write!(f, ", {} closing", self.closing)?;
+        }
+        write!(f, "; {} waiting", self.waiting)
     }
 }
 

@@ -8,6 +8,8 @@
 /// and, each time a connection comes back, the two cheap synchronous checks
 /// [`has_broken`](Self::has_broken) and [`needs_reset`](Self::needs_reset);
 /// [`reset`](Self::reset) runs only when `needs_reset` said so.
+/// `has_broken` also runs at every checkout, whatever the validation mode.
+/// A connection the pool is done with goes to [`close`](Self::close).
 ///
 /// # Example
 ///
@@ -49,8 +51,14 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// An error closes the connection and the caller is given another one.
     async fn is_valid(&self, conn: &mut Self::Connection) -> Result<(), Self::Error>;
 
-    /// Cheap synchronous check when a connection comes back: is it unusable
-    /// (socket closed, protocol desynchronised)? A `true` closes it.
+    /// Cheap synchronous check when a connection comes back and before it
+    /// is handed out, in every validation mode: is it unusable (socket
+    /// closed, protocol desynchronised)? A `true` closes it, and counts as
+    /// a sign the server may be failing: every connection not checked since
+    /// is validated at its next checkout (with
+    /// [`ValidationMode::IsValid`](crate::ValidationMode::IsValid)), even
+    /// inside the validation bypass window. It runs on the checkout's fast
+    /// path: no I/O, no lock, a flag read.
     ///
     /// # Panics
     ///
@@ -86,5 +94,32 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// An error closes the connection.
     async fn reset(&self, _conn: &mut Self::Connection) -> Result<(), Self::Error> {
         Ok(())
+    }
+
+    /// Closes a connection the pool is done with (broken, expired, idle
+    /// too long, evicted, or the pool closing), telling the server where
+    /// the protocol has a way to: PostgreSQL's `Terminate`, say.
+    ///
+    /// Called only when [`awaits_close`](Self::awaits_close) says so; the
+    /// pool then keeps the connection's slot taken until this returns (or
+    /// `validation_timeout` passes), so that the server never sees more of
+    /// the pool's sessions than `max_size`, and a replacement is opened only
+    /// once the old session is gone. The default drops the connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// The pool drops this future at `validation_timeout` (or when its
+    /// runtime shuts down); the connection must then still be closed, as
+    /// dropping it does.
+    async fn close(&self, conn: Self::Connection) {
+        drop(conn);
+    }
+
+    /// Whether the pool should await [`close`](Self::close) in a task of its
+    /// own before freeing the slot (`true`), or simply drop the connection
+    /// and free the slot at once (`false`, the default: no task, no wait).
+    /// Managers that implement `close` return `true`.
+    fn awaits_close(&self) -> bool {
+        false
     }
 }

@@ -76,9 +76,9 @@ impl Evictions {
 
 /// A snapshot of the pool's counts and counters, cheap to take and lock-free.
 ///
-/// The counts (`idle`, `in_use`, `opening`, `total`) come from one atomic
-/// word, so every snapshot satisfies `total == idle + in_use + opening <=
-/// max_size`. Counters only grow.
+/// The counts (`idle`, `in_use`, `opening`, `closing`, `total`) are read
+/// slot by slot, and `total == idle + in_use + opening + closing`.
+/// Counters only grow.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct PoolMetrics {
@@ -88,7 +88,11 @@ pub struct PoolMetrics {
     pub in_use: u32,
     /// Connections being opened.
     pub opening: u32,
-    /// `idle + in_use + opening`.
+    /// Connections being closed, their slots still taken (managers that
+    /// [`awaits_close`](crate::ManageConnection::awaits_close)): the bound
+    /// counts them until the server has them closed.
+    pub closing: u32,
+    /// `idle + in_use + opening + closing`.
     pub total: u32,
     /// Callers waiting for a connection.
     pub waiting: u32,

@@ -5,7 +5,7 @@
 //! queue as a waiter (see `waiters.rs`), ask for connections, and wait for a
 //! handoff until the deadline.
 
-use std::panic::Location;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,10 +80,19 @@ impl<M: ManageConnection> Shared<M> {
     ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
         loop {
-            // Known down (fail fast) with every connector place taken: an
-            // attempt or its back-off is under way, so fail now rather
-            // than wait for it.
-            if self.connector().is_down()
+            // Connects are failing and a connector sleeps out its
+            // back-off: wake it to try at once for this caller, which
+            // queues for that attempt (a refused connect fails it within a
+            // connect's time when the database is down, a success serves
+            // it). The back-off paces attempts nobody waits for, never a
+            // caller: the first `get()` after the database is back
+            // succeeds (issue 13).
+            let woke = self.connector().wake_pacing();
+            // Known down (fail fast) with every connector place mid-connect:
+            // fail now rather than wait for an attempt that may hang until
+            // `connect_timeout`.
+            if !woke
+                && self.connector().is_down()
                 && !self
                     .connector()
                     .has_room(self.config().max_concurrent_connects())
@@ -152,6 +161,11 @@ impl<M: ManageConnection> Shared<M> {
                     self.evict(slots.take_held(held), reason);
                     continue;
                 }
+                let held = match self.check_not_broken(held, now) {
+                    Some(held) => held,
+                    None => continue,
+                };
+                let entry = slots.entry(&held);
                 if self.needs_check(entry, now) {
                     break Some(slots.take_held(held));
                 }
@@ -170,11 +184,54 @@ impl<M: ManageConnection> Shared<M> {
         (self.has_checkout_hook() || self.validation_due(entry, now)) && !is_fresh(entry, now)
     }
 
-    /// Whether `is_valid` must run before `entry` is handed out.
+    /// Whether `is_valid` must run before `entry` is handed out: idle
+    /// longer than the bypass window, or not checked since a failure was
+    /// seen (the failure epoch: a mass failure must not hide behind the
+    /// window that keeps quiet times cheap).
     #[inline]
     fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
         self.config().validation_mode() == ValidationMode::IsValid
-            && entry.idle_for(now) >= self.config().validation_bypass()
+            && (entry.idle_for(now) >= self.config().validation_bypass()
+                || self.connector().failed_since(entry.last_ping))
+    }
+
+    /// The manager's cheap `has_broken` on a connection about to be handed
+    /// out, in every validation mode: a broken one is closed (and starts a
+    /// failure epoch), `None`; a panic in the check closes it and goes on
+    /// unwinding into the caller.
+    #[inline]
+    fn check_not_broken(self: &Arc<Self>, mut held: Held, now: Stamp) -> Option<Held> {
+        let slots = self.slots();
+        match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
+            Ok(false) => Some(held),
+            Ok(true) => {
+                let created_at = slots.entry(&held).created_at;
+                self.connector()
+                    .count_check(self.clock(), created_at, false);
+                self.evict(slots.take_held(held), Reason::Broken);
+                None
+            }
+            Err(panic) => {
+                self.evict(slots.take_held(held), Reason::Broken);
+                resume_unwind(panic)
+            }
+        }
+    }
+
+    /// `has_broken`, with its panic caught; a `true` starts a failure
+    /// epoch.
+    #[inline]
+    pub(crate) fn is_broken(
+        &self,
+        conn: &mut M::Connection,
+        now: Stamp,
+    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
+        let manager = self.manager();
+        let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
+        if broken {
+            self.connector().saw_failure(now);
+        }
+        Ok(broken)
     }
 
     /// Makes the guard of a connection that passed its checks.
@@ -250,7 +307,27 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(h, reason);
             return Err(Refused::Retry);
         }
+        let mut h = h;
+        // A connection that is broken at once, connect after connect, is
+        // a rejection streak like failed validations: connectors back off
+        // by it instead of opening and closing as fast as the server
+        // answers (see `connector.rs`).
+        match self.is_broken(&mut h.entry.conn, now) {
+            Ok(false) => {}
+            Ok(true) => {
+                self.connector()
+                    .count_check(self.clock(), h.entry.created_at, false);
+                self.evict(h, Reason::Broken);
+                return Err(Refused::Retry);
+            }
+            Err(panic) => {
+                self.evict(h, Reason::Broken);
+                resume_unwind(panic)
+            }
+        }
         if !self.needs_check(&h.entry, now) {
+            self.connector()
+                .count_check(self.clock(), h.entry.created_at, true);
             return Ok(self.handed_out_after_wait(h, start, now, site));
         }
         let created_at = h.entry.created_at;
@@ -305,6 +382,8 @@ impl<M: ManageConnection> Shared<M> {
             conn.closes_as(Reason::Validation);
             let checked = run_until(limit, self.manager().is_valid(conn.conn_mut())).await;
             self.judge(checked, deadline, "validation")?;
+            // Known alive now: past any failure epoch seen so far.
+            conn.entry_mut().last_ping = self.clock().now();
         }
         Ok(())
     }
@@ -357,10 +436,12 @@ impl<M: ManageConnection> Shared<M> {
             Some(Err(e)) => {
                 tracing::debug!(pool = self.config().name(), error = %e, "{what} failed; closing connection");
                 self.set_last_error(std::sync::Arc::new(e));
+                self.connector().saw_failure(self.clock().now());
                 Err(Refused::Retry)
             }
             None => {
                 self.set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
+                self.connector().saw_failure(self.clock().now());
                 if deadline.is_some_and(|d| self.clock().now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {
@@ -389,6 +470,9 @@ impl<M: ManageConnection> Shared<M> {
                 self.evict(slots.take_held(held), reason);
                 continue;
             }
+            let Some(held) = self.check_not_broken(held, now) else {
+                continue;
+            };
             slots.held_slot(&held).count_checkout();
             return Some(self.hand_out(held, now, site));
         }

@@ -170,9 +170,7 @@ impl<M: ManageConnection> Shared<M> {
         let slots = self.slots();
         self.release_tracking(slots.held_slot(&held), held_for);
         let manager = self.manager();
-        let broken = match catch_unwind(AssertUnwindSafe(|| {
-            manager.has_broken(&mut slots.entry_mut(&mut held).conn)
-        })) {
+        let broken = match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
             Ok(broken) => broken,
             Err(panic) => return self.manager_panicked(slots.take_held(held), "has_broken", panic),
         };

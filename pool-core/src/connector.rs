@@ -42,7 +42,11 @@
 //! connections failing their check (the server restarted) count once:
 //! replacing them at once is what the caller wants.
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
@@ -111,6 +115,19 @@ pub(crate) struct Connector {
     /// nothing open. Relaxed: a hint; the failure itself is read under
     /// `Shared::failure`'s lock.
     down: AtomicU32,
+    /// When a failure was last seen (stamp nanos; 0: never): a connection
+    /// found broken, a failed check, a failed connect. Connections not
+    /// checked since are validated at their next checkout, bypass window or
+    /// not (the failure epoch, issue 13). Relaxed: a hint read on the fast
+    /// path; a checkout racing the store validates or not, either is safe.
+    failed_at: AtomicU64,
+    /// Connectors sleeping out a back-off after a failed connect. While the
+    /// database is down a `get()` that finds them all asleep wakes one
+    /// (`wake`) to try at once, instead of failing on the old error until
+    /// the timer fires. Relaxed: a hint.
+    pacing: AtomicU32,
+    /// Wakes a connector out of its back-off sleep.
+    wake: tokio::sync::Notify,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
     started: AtomicU32,
@@ -123,6 +140,9 @@ impl Connector {
             rejected_in_a_row: AtomicU32::new(0),
             rejected_at: AtomicU64::new(0),
             down: AtomicU32::new(0),
+            failed_at: AtomicU64::new(0),
+            pacing: AtomicU32::new(0),
+            wake: tokio::sync::Notify::new(),
             #[cfg(loom)]
             started: AtomicU32::new(0),
         }
@@ -156,6 +176,55 @@ impl Connector {
     pub(crate) fn is_down(&self) -> bool {
         // Relaxed: a hint (see the field).
         self.down.load(Ordering::Relaxed) != 0
+    }
+
+    /// Records that a failure was seen at `now` (see `failed_at`).
+    #[cold]
+    pub(crate) fn saw_failure(&self, now: Stamp) {
+        // Relaxed: a hint (see the field); `max` so a late writer with an
+        // older stamp does not move the epoch back.
+        self.failed_at
+            .fetch_max(now.nanos().max(1), Ordering::Relaxed);
+    }
+
+    /// Whether a failure was seen after `checked`, the last time a
+    /// connection was known alive.
+    #[inline]
+    pub(crate) fn failed_since(&self, checked: Stamp) -> bool {
+        // Relaxed: a hint (see the field). `>=`: on a coarse or paused
+        // clock a failure and a check can share a stamp; checking once too
+        // often is the safe side. 0: no failure seen yet.
+        let failed_at = self.failed_at.load(Ordering::Relaxed);
+        failed_at != 0 && failed_at >= checked.nanos()
+    }
+
+    /// A caller is about to wait: wakes a connector out of its back-off to
+    /// try at once; `false` when none is backing off.
+    pub(crate) fn wake_pacing(&self) -> bool {
+        // Relaxed: a hint; a connector that leaves its sleep meanwhile
+        // looks at the demand (this caller, queued next) anyway.
+        if self.pacing.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.wake.notify_one();
+        true
+    }
+
+    /// Sleeps out a back-off, or until a caller wakes this connector.
+    #[cfg_attr(loom, allow(dead_code))]
+    async fn pace(&self, backoff: Duration) {
+        /// Counts the sleeper out however the sleep ends (a runtime
+        /// shutting down drops it).
+        struct Pacing<'a>(&'a AtomicU32);
+        impl Drop for Pacing<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.pacing.fetch_add(1, Ordering::Relaxed);
+        let _pacing = Pacing(&self.pacing);
+        // Woken or timed out: either way, try again.
+        let _ = tokio::time::timeout(backoff, self.wake.notified()).await;
     }
 
     /// Whether fewer than `limit` connectors run (a hint).
@@ -219,6 +288,33 @@ impl Drop for Running<'_> {
 pub(crate) enum OpenError<E> {
     Backend(E),
     TimedOut(Duration),
+    /// `connect` or the `after_connect` hook panicked; the payload, for
+    /// `Pool::new` to resume.
+    Panicked(Box<dyn Any + Send>),
+}
+
+/// A `connect` or `after_connect` that panicked; kept as the pool's last
+/// error, so callers that time out meanwhile see it.
+#[derive(Debug)]
+struct ConnectPanicked(String);
+
+impl std::fmt::Display for ConnectPanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connect panicked: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConnectPanicked {}
+
+/// A panic payload's message, when it is a string.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_owned()
+    }
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
@@ -231,6 +327,10 @@ impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
                 (Failure::Backend(e), last)
             }
             OpenError::TimedOut(d) => (Failure::TimedOut, Arc::new(ConnectTimedOut(d))),
+            OpenError::Panicked(p) => (
+                Failure::TimedOut,
+                Arc::new(ConnectPanicked(panic_message(&*p))),
+            ),
         }
     }
 }
@@ -325,17 +425,28 @@ impl<M: ManageConnection> Shared<M> {
         let generation = self.generation();
         #[cfg(feature = "metrics")]
         let started = Instant::now();
-        let opened = tokio::time::timeout(limit, async {
+        let mut connecting = Box::pin(async {
             let mut conn = self.manager().connect().await?;
             if let Some(hooks) = self.hooks() {
                 hooks.after_connect(&mut conn).await?;
             }
             Ok(conn)
-        })
-        .await;
-        let conn = match opened {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(OpenError::Backend(e)),
+        });
+        // A panic in the manager's `connect` or the hook is a failed
+        // connect, backed off like any other: left to unwind, it would end
+        // the connector task, whose freed place and slot would start the
+        // next one at once, in a loop as fast as the panic.
+        let caught = std::future::poll_fn(|cx| {
+            match catch_unwind(AssertUnwindSafe(|| connecting.as_mut().poll(cx))) {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                Err(panic) => Poll::Ready(Err(panic)),
+            }
+        });
+        let conn = match tokio::time::timeout(limit, caught).await {
+            Ok(Ok(Ok(conn))) => conn,
+            Ok(Ok(Err(e))) => return Err(OpenError::Backend(e)),
+            Ok(Err(panic)) => return Err(OpenError::Panicked(panic)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
         if self.connector().is_down() {
@@ -379,10 +490,21 @@ impl<M: ManageConnection> Shared<M> {
         self.count_creation_error();
         let capacity =
             matches!(&err, OpenError::Backend(e) if self.manager().is_capacity_refusal(e));
+        // A panic says the code is broken, not the database: no failure
+        // epoch, no fail fast; callers wait (and time out with it as the
+        // last error) while the connect is retried with back-off.
+        let panicked = matches!(&err, OpenError::Panicked(_));
         let (failure, last) = err.into_failure();
-        tracing::warn!(pool = self.config().name(), error = %last, "connect failed");
+        if panicked {
+            tracing::error!(pool = self.config().name(), error = %last, "connect failed");
+        } else {
+            tracing::warn!(pool = self.config().name(), error = %last, "connect failed");
+        }
         self.set_last_error(last);
-        if capacity || !self.config().fail_fast() || self.slots().open() != 0 {
+        if !capacity && !panicked {
+            self.connector().saw_failure(self.clock().now());
+        }
+        if capacity || panicked || !self.config().fail_fast() || self.slots().open() != 0 {
             return;
         }
         *lock(self.failure()) = Some(failure);
@@ -484,6 +606,12 @@ impl<M: ManageConnection> Shared<M> {
                 self.count_creation_error();
                 Err(PoolError::Backend(e))
             }
+            // As if `Pool::new` had called `connect` itself.
+            Err(OpenError::Panicked(panic)) => {
+                slot.abandon();
+                self.count_creation_error();
+                std::panic::resume_unwind(panic)
+            }
             Err(e @ OpenError::TimedOut(_)) => {
                 slot.abandon();
                 self.connect_failed(e);
@@ -529,6 +657,14 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
             }
             Err(e) => {
                 drop(slot);
+                // A capacity refusal (a fleet budget with no free ticket)
+                // or a panicking connect is not cured by trying sooner:
+                // callers do not cut those back-offs short.
+                let wakeable = match &e {
+                    OpenError::Backend(e) => !shared.manager().is_capacity_refusal(e),
+                    OpenError::TimedOut(_) => true,
+                    OpenError::Panicked(_) => false,
+                };
                 shared.connect_failed(e);
                 // Known down and nobody waiting: end now, so the next
                 // `get()` starts an attempt at once.
@@ -536,8 +672,16 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
                     return;
                 }
                 // Back-off between failed connects, not a poll: the loop ends
-                // as soon as nobody wants a connection.
-                tokio::time::sleep(jittered(backoff)).await;
+                // as soon as nobody wants a connection, and a caller that
+                // queues meanwhile cuts it short (`Connector::wake_pacing`):
+                // the back-off paces attempts nobody is waiting for, never
+                // a caller's.
+                let pause = jittered(backoff);
+                if wakeable {
+                    shared.connector().pace(pause).await;
+                } else {
+                    tokio::time::sleep(pause).await;
+                }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }

@@ -42,6 +42,7 @@ pub(crate) struct Export {
     active: Gauge,
     pending: Gauge,
     opening: Gauge,
+    closing: Gauge,
     max: Gauge,
     min: Gauge,
     /// The most connections that may sit idle (`max_size`: the pool has no
@@ -82,6 +83,7 @@ mod hikari {
     pub(super) const ACTIVE: &str = "pool_connections_active";
     pub(super) const PENDING: &str = "pool_connections_pending";
     pub(super) const OPENING: &str = "pool_connections_opening";
+    pub(super) const CLOSING: &str = "pool_connections_closing";
     pub(super) const MAX: &str = "pool_connections_max";
     pub(super) const MIN: &str = "pool_connections_min";
     pub(super) const ACQUIRED: &str = "pool_connections_acquired_total";
@@ -157,6 +159,7 @@ impl Export {
         self.active.set(f64::from(state.in_use));
         self.pending.set(f64::from(state.waiting));
         self.opening.set(f64::from(state.opening));
+        self.closing.set(f64::from(state.closing));
         self.max.set(f64::from(state.max_size));
         self.idle_max.set(f64::from(state.max_size));
         self.min.set(f64::from(min));
@@ -179,6 +182,7 @@ impl Export {
             active: gauge!(ACTIVE, &l()),
             pending: gauge!(PENDING, &l()),
             opening: gauge!(OPENING, &l()),
+            closing: gauge!(CLOSING, &l()),
             max: gauge!(MAX, &l()),
             min: gauge!(MIN, &l()),
             idle_max: Gauge::noop(),
@@ -214,6 +218,7 @@ impl Export {
             active: count("used"),
             pending: gauge!(PENDING, &l()),
             opening: Gauge::noop(),
+            closing: Gauge::noop(),
             max: gauge!(MAX, &l()),
             min: gauge!(IDLE_MIN, &l()),
             idle_max: gauge!(IDLE_MAX, &l()),
@@ -249,6 +254,11 @@ fn describe() {
     );
     describe_gauge!(PENDING, count, "callers waiting for a connection");
     describe_gauge!(OPENING, count, "connects in flight");
+    describe_gauge!(
+        CLOSING,
+        count,
+        "connections being closed, their slots still taken"
+    );
     describe_gauge!(MAX, count, "most connections the pool may open (max_size)");
     describe_gauge!(
         MIN,

@@ -51,6 +51,10 @@ impl<M: ManageConnection> Floating<M> {
         &self.handoff.entry
     }
 
+    pub(crate) fn entry_mut(&mut self) -> &mut Entry<M::Connection> {
+        &mut self.handoff.entry
+    }
+
     pub(crate) fn conn_mut(&mut self) -> &mut M::Connection {
         &mut self.handoff.entry.conn
     }
@@ -95,6 +99,10 @@ impl<M: ManageConnection> Reservation<M> {
             shared,
             slot: Some(slot),
         }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+        &self.shared
     }
 
     /// Gives the slot back after a failed connect that is reported to the

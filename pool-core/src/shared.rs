@@ -330,6 +330,7 @@ impl<M: ManageConnection> Shared<M> {
             self.waiters.waiting(),
             self.slots.limit(),
         )
+        .with_closing(c.closing)
     }
 
     /// A snapshot of counts and counters (`Pool::metrics`).
@@ -402,10 +403,46 @@ impl<M: ManageConnection> Shared<M> {
             "closing connection"
         );
         let (slot, entry) = h.vacate();
-        drop(entry);
         self.stats.evicted(reason);
         #[cfg(feature = "metrics")]
         self.export.evicted(reason);
+        self.close_in_slot(slot, entry.conn);
+    }
+
+    /// Closes `conn` and then frees `slot`. With a manager that
+    /// [`awaits_close`](ManageConnection::awaits_close), the close runs in
+    /// a task of its own, bounded by `validation_timeout`, and the slot
+    /// stays taken (counted in the bound) until it ends: the server never
+    /// holds more of the pool's sessions than `max_size` while a
+    /// replacement opens (issue 13). Outside a runtime, or with the
+    /// default manager method, the connection is dropped and the slot
+    /// freed at once.
+    fn close_in_slot(self: &Arc<Self>, slot: Vacant, conn: M::Connection) {
+        #[cfg(not(loom))]
+        if self.manager.awaits_close() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                // Frees the slot when dropped: after the close, or with the
+                // task if the runtime shuts down first.
+                self.slots.mark_closing(&slot);
+                let closing = crate::floating::Reservation::new(self.clone(), slot);
+                runtime.spawn(async move {
+                    let shared = closing.shared();
+                    let limit = shared.config.validation_timeout();
+                    if tokio::time::timeout(limit, shared.manager.close(conn))
+                        .await
+                        .is_err()
+                    {
+                        tracing::debug!(
+                            pool = shared.config.name(),
+                            "closing a connection took longer than validation_timeout; dropped"
+                        );
+                    }
+                    drop(closing);
+                });
+                return;
+            }
+        }
+        drop(conn);
         self.free_slot(slot);
     }
 

@@ -236,6 +236,11 @@ impl<C> Slots<C> {
     }
 
     /// Gives a slot back to the free list.
+    /// Marks a vacated slot as closing its connection (for the counts).
+    pub(crate) fn mark_closing(&self, slot: &Vacant) {
+        self.get(slot.0).set(State::Closing);
+    }
+
     pub(crate) fn free(&self, slot: Vacant) {
         self.get(slot.0).set(State::Free);
         self.open.fetch_sub(1, Ordering::Relaxed);
@@ -421,6 +426,7 @@ impl<C> Slots<C> {
                 s if s == State::Idle as u8 || s == State::Cached as u8 => c.idle += 1,
                 s if s == State::InUse as u8 => c.in_use += 1,
                 s if s == State::Opening as u8 => c.opening += 1,
+                s if s == State::Closing as u8 => c.closing += 1,
                 _ => {}
             }
         }

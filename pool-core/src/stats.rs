@@ -130,6 +130,7 @@ impl Stats {
         m.idle = census.idle;
         m.in_use = census.in_use;
         m.opening = census.opening;
+        m.closing = census.closing;
         m.total = census.total();
         m.waiting = waiting;
         m.max_size = max_size;

@@ -4,8 +4,8 @@
 //! task stuck, no operation past its bound, the pool's server sessions
 //! never above `max_size`, no slot lost, a fresh `get()` works after
 //! recovery) and prints the figures issue 13 names (`--nocapture`), with a
-//! verdict on each of its targets; the targets the engine does not meet yet
-//! are reported, not asserted (see `fault_support::Enforce`).
+//! verdict on each of its targets: outcomes asserted, timings reported (see
+//! `fault_support::Enforce`).
 //!
 //! Run: `cargo test -p pool-core --all-features --test fault_pg -- --include-ignored --nocapture`.
 #![cfg(feature = "tokio-postgres")]
@@ -107,13 +107,15 @@ async fn terminate_all_backends_once() {
         "the fault hit a working pool"
     );
     assert_invariants(&pool, &f).await;
-    // Engine (issue 13 item 1, failure epoch): turn on once a mass failure
-    // stops the bypass window hiding dead connections.
+    // Issue 13 item 1 (has_broken at checkout, the failure epoch).
     target(
         "errors per kill <= in flight",
         check_errors_per_kill_within_in_flight(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
+    // Reported only: a checkout in the moment between the kill and the
+    // client reading its socket's end (before any failure is seen) can
+    // still get a dead one; the issue's bound for a kill is the line above.
     target(
         "no dead connection after the kill",
         check_no_dead_connection_after_up(&f),
@@ -169,11 +171,11 @@ async fn terminate_backends_repeatedly() {
     f.print();
     assert!(killed > 0, "the fault hit a working pool");
     assert_invariants(&pool, &f).await;
-    // Engine (issue 13 item 1): see `terminate_all_backends_once`.
+    // Issue 13 item 1: see `terminate_all_backends_once`.
     target(
         "errors per kill <= in flight",
         check_errors_per_kill_within_in_flight(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
 }
 
@@ -201,11 +203,12 @@ async fn stop_the_server_for_3s() {
     let f = Figures::compute("stop 3 s", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
-    // Engine (issue 7 fail fast, issue 13 item 2 instant recovery).
+    // Issue 7 (fail fast) asserted; issue 13 item 2 (instant recovery)
+    // timings reported.
     target(
         "fast errors while down",
         check_fast_errors_while_down(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
     target(
         "first success <= 10 ms",
@@ -217,11 +220,11 @@ async fn stop_the_server_for_3s() {
         check_90pct_within_100ms(&f),
         Enforce::No,
     );
-    // Engine (issue 13 item 1): no dead connection after a restart.
+    // Issue 13 item 1: no dead connection after a restart.
     target(
         "no dead connection after restart",
         check_no_dead_connection_after_up(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
 }
 
@@ -248,11 +251,11 @@ async fn kill_9_the_postmaster_and_restart() {
     let f = Figures::compute("kill -9", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
-    // Engine (issue 7, issue 13 items 1 and 2): as for `stop_the_server_for_3s`.
+    // As for `stop_the_server_for_3s`.
     target(
         "fast errors while down",
         check_fast_errors_while_down(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
     target(
         "first success <= 10 ms",
@@ -267,7 +270,7 @@ async fn kill_9_the_postmaster_and_restart() {
     target(
         "no dead connection after restart",
         check_no_dead_connection_after_up(&f),
-        Enforce::No,
+        Enforce::Yes,
     );
 }
 

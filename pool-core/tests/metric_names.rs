@@ -290,7 +290,7 @@ async fn hikari_stays_the_default_with_every_series_described() {
     reader.read();
     let names: std::collections::BTreeSet<&str> =
         reader.seen.keys().map(|s| s.1.as_str()).collect();
-    assert_eq!(names.len(), 16, "{names:?}");
+    assert_eq!(names.len(), 17, "{names:?}");
     assert!(
         names.iter().all(|n| n.starts_with("pool_connections")),
         "{names:?}"

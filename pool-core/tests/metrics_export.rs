@@ -21,12 +21,13 @@ use metrics_util::MetricKind;
 use pool_core::{Pool, PoolConfigBuilder, PoolError, TimeoutPhase};
 use support::{config, Mock};
 
-const GAUGES: [&str; 7] = [
+const GAUGES: [&str; 8] = [
     "pool_connections",
     "pool_connections_idle",
     "pool_connections_active",
     "pool_connections_pending",
     "pool_connections_opening",
+    "pool_connections_closing",
     "pool_connections_max",
     "pool_connections_min",
 ];

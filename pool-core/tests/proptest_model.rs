@@ -1,6 +1,7 @@
 //! A property-based state machine: random sequences of get, drop, discard,
-//! detach, timeout, cancel, broken and dirty returns, failing connects and
-//! soft eviction, checking the pool's invariants after every step.
+//! detach, timeout, cancel, broken and dirty returns, failing connects,
+//! soft eviction, resize, retain and awaited closes, checking the pool's
+//! invariants after every step.
 
 mod support;
 
@@ -32,6 +33,9 @@ enum Op {
     Resize(u32),
     /// `pool.retain`: keeps the idle connections with an even id.
     Retain,
+    /// The manager awaits its `close` (30 ms each: the slot stays taken,
+    /// `closing`), or drops connections at once.
+    AwaitClose(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -50,6 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u64..200).prop_map(Op::Advance),
         1 => (1u32..9).prop_map(Op::Resize),
         1 => Just(Op::Retain),
+        1 => any::<bool>().prop_map(Op::AwaitClose),
     ]
 }
 
@@ -149,6 +154,10 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
                         Err(e) => assert!(n < min, "resize({n}) refused: {e}"),
                     }
                 }
+                Op::AwaitClose(on) => {
+                    mock.script.on_close.set(support::Behaviour::Slow);
+                    mock.script.set(&mock.script.await_close, on);
+                }
                 Op::Retain => {
                     let idle = pool.metrics().idle as usize;
                     let closed = pool.retain(|c, _| c.id % 2 == 0);
@@ -163,7 +172,10 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
             settle(&pool, out, allowed.max(pool.state().max_size), highest).await;
             let m = pool.metrics();
             if m.total > m.max_size {
-                assert!(m.in_use > 0 || m.opening > 0, "idle above the bound: {m:?}");
+                assert!(
+                    m.in_use > 0 || m.opening > 0 || m.closing > 0,
+                    "idle above the bound: {m:?}"
+                );
             }
             allowed = m.total.max(m.max_size);
             assert_eq!(m.in_use as usize, held.len(), "{m:?}");

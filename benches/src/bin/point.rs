@@ -2,26 +2,47 @@
 //! quick A/B check and the target to put under a profiler.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS]
+//! cargo run --release -p pool-benches --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS] [--workers 1,2,…]
 //! # e.g. ours against bb8 and the floor at pool 4, 64 tasks, 1 s runs, 5 repeats
 //! target/release/point 4 64 1 5 ours,bb8,floor
+//! # the same point on runtimes of 1, 2 and 4 workers (default: 2)
+//! target/release/point 16 16 0.5 3 ours,qp,floor --workers 1,2,4
 //! # an after_connect-only hook against none (S2 with a hook on connect)
 //! target/release/point 4 64 1 5 ours,ours-after-connect
 //! ```
 //!
 //! Prints each run's cycles per second, Jain's index, per-task spread and
 //! the cores' placement before and after it (see `placement.rs`), then the
-//! medians.
+//! medians, each line with its worker count. Worker counts run one after
+//! the other; within each, the repeats interleave the pools.
 
 use std::time::Duration;
 
-use pool_benches::runner::LoadSpec;
-use pool_benches::scenarios::contended::run_once;
+use pool_benches::runner::{parse_workers, LoadSpec};
+use pool_benches::scenarios::contended::{run_once, DEFAULT_WORKERS};
 use pool_benches::stats::median;
 use pool_benches::Kind;
 
+/// Takes `--workers LIST` out of the arguments (anywhere among them).
+fn take_workers(args: &mut Vec<String>) -> Vec<usize> {
+    let Some(at) = args.iter().position(|a| a == "--workers") else {
+        return vec![DEFAULT_WORKERS];
+    };
+    args.remove(at);
+    if at >= args.len() {
+        eprintln!("--workers needs a list, e.g. 1,2,4,8,16");
+        std::process::exit(2);
+    }
+    let list = args.remove(at);
+    parse_workers(&list).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    })
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let workers = take_workers(&mut args);
     let num = |i: usize, default: f64| -> f64 {
         args.get(i)
             .map(|s| {
@@ -59,10 +80,17 @@ fn main() {
         grace: Duration::from_secs(5),
         record: false,
     };
+    for &w in &workers {
+        run_point(&kinds, pool_size, w, repeats, &spec);
+    }
+}
+
+/// The repeats of one worker count, interleaved across `kinds`.
+fn run_point(kinds: &[Kind], pool_size: u32, workers: usize, repeats: usize, spec: &LoadSpec) {
     let mut rates = vec![Vec::new(); kinds.len()];
     for r in 0..repeats {
         for (i, &kind) in kinds.iter().enumerate() {
-            let out = run_once(kind, pool_size, &spec);
+            let out = run_once(kind, pool_size, workers, spec);
             if out.jain() < 0.95 {
                 let mut sorted = out.per_task.clone();
                 sorted.sort_unstable();
@@ -89,7 +117,7 @@ fn main() {
             let min = out.per_task.iter().min().copied().unwrap_or(0);
             let max = out.per_task.iter().max().copied().unwrap_or(0);
             println!(
-                "run {r} {:<9} {:>10.0} cycles/s  jain {:.3}  per task {min}..{max}  placement {:.0}/{:.0} ns{}",
+                "w={workers} run {r} {:<9} {:>10.0} cycles/s  jain {:.3}  per task {min}..{max}  placement {:.0}/{:.0} ns{}",
                 kind.label(),
                 out.rate(),
                 out.jain(),
@@ -101,6 +129,10 @@ fn main() {
         }
     }
     for (kind, r) in kinds.iter().zip(&rates) {
-        println!("median {:<9} {:>10.0} cycles/s", kind.label(), median(r));
+        println!(
+            "w={workers} median {:<9} {:>10.0} cycles/s",
+            kind.label(),
+            median(r)
+        );
     }
 }

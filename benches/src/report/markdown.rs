@@ -3,9 +3,11 @@
 use std::fmt::Write as _;
 
 use super::Report;
+use crate::runner::runtime_label;
 use crate::scenarios::contended::LoadRow;
 use crate::scenarios::db::DbRow;
 use crate::scenarios::http::HttpRow;
+use crate::scenarios::uncontended::S1Row;
 
 /// 1234567.0 → "1.23 M".
 pub(crate) fn si(v: f64) -> String {
@@ -94,6 +96,7 @@ impl Report {
     /// The Markdown tables.
     pub fn markdown(&self) -> String {
         let mut md = String::new();
+        self.md_many_cores(&mut md);
         self.md_s1(&mut md);
         self.md_s2(&mut md);
         self.md_s3(&mut md);
@@ -111,12 +114,21 @@ impl Report {
     }
 
     fn md_s1(&self, md: &mut String) {
-        if self.s1.is_empty() {
-            return;
+        for workers in unique(self.s1.iter().map(|r| r.workers)) {
+            self.md_s1_on(md, workers);
         }
-        md.push_str("\n### S1 uncontended get + drop (ns per cycle, lower is better)\n\n");
+    }
+
+    /// The S1 table of one runtime.
+    fn md_s1_on(&self, md: &mut String, workers: Option<usize>) {
+        let rows: Vec<&S1Row> = self.s1.iter().filter(|r| r.workers == workers).collect();
+        let _ = write!(
+            md,
+            "\n### S1 uncontended get + drop, {} (ns per cycle, lower is better)\n\n",
+            runtime_label(workers)
+        );
         md.push_str("| pool | ns/cycle (median) | repeats | valid |\n|---|---:|---|---|\n");
-        for r in self.s1.iter().chain(self.s1_atomics.as_ref()) {
+        for r in rows.iter().copied().chain(self.s1_atomics.as_ref()) {
             let runs: Vec<String> = r.runs.iter().map(|v| format!("{v:.1}")).collect();
             let _ = writeln!(
                 md,
@@ -127,14 +139,12 @@ impl Report {
                 r.valid
             );
         }
-        let ours = self
-            .s1
+        let ours = rows
             .iter()
             .find(|r| r.pool == "ours")
             .map(|r| r.ns_per_cycle);
         let peer = best(
-            self.s1
-                .iter()
+            rows.iter()
                 .filter(|r| is_peer(&r.pool))
                 .map(|r| (r.ns_per_cycle, r.valid)),
             false,
@@ -147,14 +157,21 @@ impl Report {
     }
 
     fn md_s2(&self, md: &mut String) {
-        if self.s2.is_empty() {
-            return;
+        for workers in unique(self.s2.iter().map(|r| r.workers)) {
+            self.md_s2_on(md, workers);
         }
-        md.push_str(
-            "\n### S2 contended get → yield → drop, 2 workers (cycles/s, higher is better)\n\n",
+    }
+
+    /// The S2 table of one worker count.
+    fn md_s2_on(&self, md: &mut String, workers: usize) {
+        let all: Vec<&LoadRow> = self.s2.iter().filter(|r| r.workers == workers).collect();
+        let _ = write!(
+            md,
+            "\n### S2 contended get → yield → drop, {} (cycles/s, higher is better)\n\n",
+            runtime_label(Some(workers))
         );
         md.push_str("✗ marks an invalid run (stuck past the watchdog, errors, or Jain's index < 0.8); invalid runs are never the best peer. The last two columns compare medians within one placement of the two workers' cores (near or far, probed before and after every repeat; a repeat during which it changed counts in neither; the bracket says how many of our repeats it rests on): see BENCH.md, *Noise*.\n\n");
-        let pools: Vec<&str> = unique(self.s2.iter().map(|r| r.pool.as_str()));
+        let pools: Vec<&str> = unique(all.iter().map(|r| r.pool.as_str()));
         let _ = writeln!(
             md,
             "| pool size | tasks | {} | best valid peer | ours / best | near placement | far placement |",
@@ -165,10 +182,10 @@ impl Report {
             "|---|---|{}---|---|---|---|",
             "---:|".repeat(pools.len())
         );
-        for (size, tasks) in unique(self.s2.iter().map(|r| (r.pool_size, r.tasks))) {
-            let rows: Vec<&LoadRow> = self
-                .s2
+        for (size, tasks) in unique(all.iter().map(|r| (r.pool_size, r.tasks))) {
+            let rows: Vec<&LoadRow> = all
                 .iter()
+                .copied()
                 .filter(|r| r.pool_size == size && r.tasks == tasks)
                 .collect();
             let cells: Vec<String> = pools
@@ -193,13 +210,22 @@ impl Report {
     }
 
     fn md_s3(&self, md: &mut String) {
-        if self.s3.is_empty() {
-            return;
+        for workers in unique(self.s3.iter().map(|r| r.workers)) {
+            self.md_s3_on(md, workers);
         }
-        md.push_str("\n### S3 handoff under exhaustion (acquire wait in µs; Jain's index of per-task cycles)\n\n");
+    }
+
+    /// The S3 table of one worker count.
+    fn md_s3_on(&self, md: &mut String, workers: usize) {
+        let all: Vec<&LoadRow> = self.s3.iter().filter(|r| r.workers == workers).collect();
+        let _ = write!(
+            md,
+            "\n### S3 handoff under exhaustion, {} (acquire wait in µs; Jain's index of per-task cycles)\n\n",
+            runtime_label(Some(workers))
+        );
         md.push_str("| pool size | tasks | pool | cycles/s | Jain | per-task min–max | wait p50 | wait p99 | wait max | valid |\n");
         md.push_str("|---|---|---|---:|---:|---|---:|---:|---:|---|\n");
-        for r in &self.s3 {
+        for r in &all {
             let [p50, p99, max] = r.wait_us.unwrap_or([f64::NAN; 3]);
             let mark = if r.stuck {
                 "✗ stuck"
@@ -221,10 +247,10 @@ impl Report {
             );
         }
         md.push('\n');
-        for (size, tasks) in unique(self.s3.iter().map(|r| (r.pool_size, r.tasks))) {
-            let rows: Vec<&LoadRow> = self
-                .s3
+        for (size, tasks) in unique(all.iter().map(|r| (r.pool_size, r.tasks))) {
+            let rows: Vec<&LoadRow> = all
                 .iter()
+                .copied()
                 .filter(|r| r.pool_size == size && r.tasks == tasks)
                 .collect();
             let (ours, peer) = ours_and_best(&rows, |r| Some(r.cycles_per_sec));
@@ -235,6 +261,129 @@ impl Report {
                 placement_ratio(&rows, false),
                 placement_ratio(&rows, true)
             );
+        }
+    }
+
+    /// The table by workers (`--workers`): every contestant at every
+    /// worker count, S1 then each S2 and S3 point, with ours against qp,
+    /// the floor and the best valid peer of the same run.
+    fn md_many_cores(&self, md: &mut String) {
+        let workers = &self.meta.workers;
+        if workers.is_empty() {
+            return;
+        }
+        md.push_str("\n### Many cores: every contestant by the runtime's workers\n\n");
+        md.push_str("S1: ns per get + drop, one task on a multi-thread runtime of that many workers (lower is better). S2/S3: cycles/s of the get → yield → drop loop (higher is better). The `ours vs` rows are ours' speed over theirs, from the same run (above 1: ours is faster; for S1 their ns / ours); the floor is the semaphore + queue loop. ✗ marks an invalid run, never the best peer. Jain's index is of the per-task cycle counts (1.000: perfectly even).\n\n");
+        let heads: Vec<String> = workers.iter().map(|&w| runtime_label(Some(w))).collect();
+        let _ = writeln!(md, "| point | pool | {} |", heads.join(" | "));
+        let _ = writeln!(md, "|---|---|{}", "---:|".repeat(workers.len()));
+        let line = |md: &mut String, point: &str, pool: &str, cells: Vec<String>| {
+            let _ = writeln!(md, "| {point} | {pool} | {} |", cells.join(" | "));
+        };
+
+        // S1, lower is better.
+        let s1 = |pool: &str, w: usize| {
+            self.s1
+                .iter()
+                .find(|r| r.pool == pool && r.workers == Some(w))
+        };
+        let s1_pools = unique(
+            self.s1
+                .iter()
+                .filter(|r| r.workers.is_some())
+                .map(|r| r.pool.as_str()),
+        );
+        if !s1_pools.is_empty() {
+            let point = "S1 uncontended, ns";
+            for pool in &s1_pools {
+                let cells = workers
+                    .iter()
+                    .map(|&w| {
+                        s1(pool, w).map_or("–".to_owned(), |r| {
+                            format!("{:.1}{}", r.ns_per_cycle, if r.valid { "" } else { " ✗" })
+                        })
+                    })
+                    .collect();
+                line(md, point, pool, cells);
+            }
+            let valid_ns =
+                |pool: &str, w: usize| s1(pool, w).filter(|r| r.valid).map(|r| r.ns_per_cycle);
+            for other in ["qp", "floor"] {
+                let cells = workers
+                    .iter()
+                    .map(|&w| ratio(valid_ns(other, w), valid_ns("ours", w)))
+                    .collect();
+                line(md, point, &format!("ours vs {other}"), cells);
+            }
+            let cells = workers
+                .iter()
+                .map(|&w| {
+                    let peer = best(
+                        self.s1
+                            .iter()
+                            .filter(|r| r.workers == Some(w) && is_peer(&r.pool))
+                            .map(|r| (r.ns_per_cycle, r.valid)),
+                        false,
+                    );
+                    ratio(peer, valid_ns("ours", w))
+                })
+                .collect();
+            line(md, point, "ours vs best valid peer", cells);
+        }
+
+        // S2 and S3, higher is better.
+        for (name, rows) in [("S2", &self.s2), ("S3", &self.s3)] {
+            for (size, tasks) in unique(rows.iter().map(|r| (r.pool_size, r.tasks))) {
+                let at = |w: usize| -> Vec<&LoadRow> {
+                    rows.iter()
+                        .filter(|r| r.pool_size == size && r.tasks == tasks && r.workers == w)
+                        .collect()
+                };
+                let point = format!("{name} pool {size}, {tasks} tasks, cycles/s");
+                for pool in unique(rows.iter().map(|r| r.pool.as_str())) {
+                    let cells = workers
+                        .iter()
+                        .map(|&w| {
+                            at(w)
+                                .iter()
+                                .find(|r| r.pool == pool)
+                                .map_or("–".to_owned(), |r| load_cell(r))
+                        })
+                        .collect();
+                    line(md, &point, pool, cells);
+                }
+                let valid = |w: usize, pool: &str| {
+                    at(w)
+                        .iter()
+                        .find(|r| r.pool == pool && r.valid)
+                        .map(|r| r.cycles_per_sec)
+                };
+                for other in ["qp", "floor"] {
+                    let cells = workers
+                        .iter()
+                        .map(|&w| ratio(valid(w, "ours"), valid(w, other)))
+                        .collect();
+                    line(md, &point, &format!("ours vs {other}"), cells);
+                }
+                let cells = workers
+                    .iter()
+                    .map(|&w| {
+                        let (ours, peer) = ours_and_best(&at(w), |r| Some(r.cycles_per_sec));
+                        ratio(ours, peer)
+                    })
+                    .collect();
+                line(md, &point, "ours vs best valid peer", cells);
+                let cells = workers
+                    .iter()
+                    .map(|&w| {
+                        at(w)
+                            .iter()
+                            .find(|r| r.pool == "ours")
+                            .map_or("–".to_owned(), |r| format!("{:.3}", r.jain))
+                    })
+                    .collect();
+                line(md, &point, "ours, Jain's index (worst repeat)", cells);
+            }
         }
     }
 

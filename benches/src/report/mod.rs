@@ -28,6 +28,9 @@ pub struct Meta {
     pub load_after: String,
     /// Whole run, seconds.
     pub seconds: f64,
+    /// The worker counts `--workers` asked for S1–S3; empty: the defaults
+    /// (S1 on the current-thread runtime, S2/S3 on 2 workers).
+    pub workers: Vec<usize>,
 }
 
 /// Everything one run measured.

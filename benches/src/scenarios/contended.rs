@@ -1,5 +1,6 @@
 //! S2 (throughput under contention) and S3 (handoff under exhaustion): the
-//! same task loop on a 2-worker runtime, one fresh runtime and pool per run.
+//! same task loop on a multi-thread runtime (2 workers unless `--workers`
+//! says otherwise), one fresh runtime and pool per run.
 
 use std::time::Duration;
 
@@ -12,13 +13,17 @@ use crate::runner::{multi_thread, run_load, LoadOutcome, LoadSpec, YieldOnce};
 use crate::stats::{self, median, FAIR_ENOUGH};
 use crate::with_noop_pool;
 
+/// The runtime's workers S2 and S3 have always run on, and still do unless
+/// told otherwise: the figures of earlier runs stay comparable.
+pub const DEFAULT_WORKERS: usize = 2;
+
 /// Counts and bounds of the S2/S3 runs.
 #[derive(Debug, Clone)]
 pub struct LoadSettings {
-    /// Pool sizes.
-    pub pool_sizes: Vec<u32>,
-    /// Task counts.
-    pub tasks: Vec<usize>,
+    /// The (pool size, tasks) points, in order.
+    pub points: Vec<(u32, usize)>,
+    /// The runtime's worker threads.
+    pub workers: usize,
     /// Length of one run.
     pub duration: Duration,
     /// Watchdog: time allowed after the stop for the tasks to finish.
@@ -29,11 +34,39 @@ pub struct LoadSettings {
     pub record: bool,
 }
 
+/// Every pool size with every task count, pool size first.
+pub fn grid(pool_sizes: &[u32], tasks: &[usize]) -> Vec<(u32, usize)> {
+    pool_sizes
+        .iter()
+        .flat_map(|&p| tasks.iter().map(move |&t| (p, t)))
+        .collect()
+}
+
+/// Parses points such as `16x16,64x64,16x256` (pool size `x` tasks).
+pub fn parse_points(list: &str) -> Result<Vec<(u32, usize)>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let parsed = item
+            .split_once(['x', 'X'])
+            .and_then(|(p, t)| Some((p.trim().parse().ok()?, t.trim().parse().ok()?)));
+        match parsed {
+            Some((p, t)) if p > 0 && t > 0 => out.push((p, t)),
+            _ => return Err(format!("point {item:?} is not POOLxTASKS, e.g. 16x256")),
+        }
+    }
+    if out.is_empty() {
+        return Err("--points needs a list such as 16x16,16x256".to_owned());
+    }
+    Ok(out)
+}
+
 /// One contestant at one (pool size, tasks) point.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadRow {
     /// Contestant.
     pub pool: String,
+    /// The runtime's worker threads.
+    pub workers: usize,
     /// Pool size.
     pub pool_size: u32,
     /// Tasks.
@@ -69,10 +102,11 @@ pub struct LoadRow {
     pub far: Option<f64>,
 }
 
-/// One run of one contestant: fresh runtime, fresh pool.
-pub fn run_once(kind: Kind, pool_size: u32, spec: &LoadSpec) -> LoadOutcome {
+/// One run of one contestant: fresh runtime of `workers` workers, fresh
+/// pool.
+pub fn run_once(kind: Kind, pool_size: u32, workers: usize, spec: &LoadSpec) -> LoadOutcome {
     let before = placement::probe();
-    let rt = multi_thread(2);
+    let rt = multi_thread(workers);
     let fake = FakeSpec::noop(pool_size);
     let out = rt.block_on(async {
         with_noop_pool!(kind, &fake, |pool| {
@@ -93,30 +127,34 @@ pub fn run_once(kind: Kind, pool_size: u32, spec: &LoadSpec) -> LoadOutcome {
 /// Runs every point for every contestant in `kinds`.
 pub fn run(kinds: &[Kind], s: &LoadSettings) -> Vec<LoadRow> {
     let mut rows = Vec::new();
-    for &pool_size in &s.pool_sizes {
-        for &tasks in &s.tasks {
-            let spec = LoadSpec {
-                tasks,
-                duration: s.duration,
-                max_cycles_per_task: 10_000_000,
-                grace: s.grace,
-                record: s.record,
-            };
-            let mut outs: Vec<Vec<LoadOutcome>> = vec![Vec::new(); kinds.len()];
-            for _ in 0..s.repeats {
-                for (i, &kind) in kinds.iter().enumerate() {
-                    outs[i].push(run_once(kind, pool_size, &spec));
-                }
+    for &(pool_size, tasks) in &s.points {
+        let spec = LoadSpec {
+            tasks,
+            duration: s.duration,
+            max_cycles_per_task: 10_000_000,
+            grace: s.grace,
+            record: s.record,
+        };
+        let mut outs: Vec<Vec<LoadOutcome>> = vec![Vec::new(); kinds.len()];
+        for _ in 0..s.repeats {
+            for (i, &kind) in kinds.iter().enumerate() {
+                outs[i].push(run_once(kind, pool_size, s.workers, &spec));
             }
-            for (kind, outs) in kinds.iter().zip(outs) {
-                rows.push(row(*kind, pool_size, tasks, outs));
-            }
+        }
+        for (kind, outs) in kinds.iter().zip(outs) {
+            rows.push(row(*kind, pool_size, tasks, s.workers, outs));
         }
     }
     rows
 }
 
-fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> LoadRow {
+fn row(
+    kind: Kind,
+    pool_size: u32,
+    tasks: usize,
+    workers: usize,
+    mut outs: Vec<LoadOutcome>,
+) -> LoadRow {
     let runs: Vec<f64> = outs.iter().map(LoadOutcome::rate).collect();
     let placement_ns: Vec<[f64; 2]> = outs.iter().map(|o| o.placement_ns).collect();
     let on = |far: bool| {
@@ -149,6 +187,7 @@ fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> 
     });
     LoadRow {
         pool: kind.label().to_owned(),
+        workers,
         pool_size,
         tasks,
         cycles_per_sec: median(&runs),
@@ -164,5 +203,22 @@ fn row(kind: Kind, pool_size: u32, tasks: usize, mut outs: Vec<LoadOutcome>) -> 
         placement_ns,
         near,
         far,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_parse_and_grids_expand() {
+        assert_eq!(
+            parse_points("16x16, 64X64,16x256"),
+            Ok(vec![(16, 16), (64, 64), (16, 256)])
+        );
+        assert!(parse_points("16").is_err());
+        assert!(parse_points("0x4").is_err());
+        assert!(parse_points("").is_err());
+        assert_eq!(grid(&[4, 16], &[8]), vec![(4, 8), (16, 8)]);
     }
 }

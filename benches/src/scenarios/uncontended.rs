@@ -1,5 +1,6 @@
-//! S1: one task on a current-thread runtime, get + drop, ns per cycle; and
-//! the floor of four uncontended atomic read-modify-writes.
+//! S1: one task, get + drop, ns per cycle, on a current-thread runtime (the
+//! default) or on a multi-thread runtime of N workers (`--workers`); and the
+//! floor of four uncontended atomic read-modify-writes.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 use crate::contestant::{Contestant, Kind};
 use crate::fake::FakeSpec;
-use crate::runner::current_thread;
+use crate::runner::run_on;
 use crate::stats::median;
 use crate::with_noop_pool;
 
@@ -25,6 +26,9 @@ pub struct S1Settings {
     pub time_limit: Duration,
     /// Repeats; the median is reported.
     pub repeats: usize,
+    /// The runtime: `None` for the current-thread one, else a multi-thread
+    /// runtime with this many workers (the task runs on one of them).
+    pub workers: Option<usize>,
 }
 
 /// One contestant's S1 figure.
@@ -32,6 +36,8 @@ pub struct S1Settings {
 pub struct S1Row {
     /// Contestant.
     pub pool: String,
+    /// The runtime's workers; `null`: the current-thread runtime.
+    pub workers: Option<usize>,
     /// Median ns per get + drop.
     pub ns_per_cycle: f64,
     /// Every repeat's figure.
@@ -66,16 +72,15 @@ pub fn run(kind: Kind, s: &S1Settings) -> S1Row {
     let mut runs = Vec::new();
     let mut valid = true;
     for _ in 0..s.repeats {
-        let rt = current_thread();
         let spec = FakeSpec::noop(s.pool_size);
-        let ns = rt.block_on(async {
+        let (iters, limit) = (s.iters, s.time_limit);
+        let ns = run_on(s.workers, async move {
             with_noop_pool!(kind, &spec, |pool| {
-                let ns = get_drop_loop(&pool, s.iters, s.time_limit).await;
+                let ns = get_drop_loop(&pool, iters, limit).await;
                 pool.shutdown().await;
                 ns
             })
         });
-        rt.shutdown_timeout(Duration::from_secs(1));
         match ns {
             Some(ns) => runs.push(ns),
             None => valid = false,
@@ -83,6 +88,7 @@ pub fn run(kind: Kind, s: &S1Settings) -> S1Row {
     }
     S1Row {
         pool: kind.label().to_owned(),
+        workers: s.workers,
         ns_per_cycle: median(&runs),
         runs,
         valid,
@@ -119,6 +125,7 @@ pub fn atomics_floor(s: &S1Settings) -> S1Row {
     }
     S1Row {
         pool: "4 atomic RMWs".to_owned(),
+        workers: None,
         ns_per_cycle: median(&runs),
         runs,
         valid: true,

@@ -18,10 +18,13 @@ pub(crate) enum State {
     /// A connection out of the pool: held by a caller, handed to a waiter,
     /// or being reset or pinged.
     InUse = 3,
+    /// Its connection is being closed (`Shared::close_in_slot`); the slot
+    /// is freed once the close ends.
+    Closing = 4,
     /// An idle connection parked in its own slot, off the idle stack, by
     /// the thread that returned it (`slots/cache.rs`): owned by nobody
     /// until a compare-and-swap of this state claims it. Counted idle.
-    Cached = 4,
+    Cached = 5,
 }
 
 /// The slots' states added up.
@@ -30,11 +33,12 @@ pub(crate) struct Census {
     pub(crate) idle: u32,
     pub(crate) in_use: u32,
     pub(crate) opening: u32,
+    pub(crate) closing: u32,
 }
 
 impl Census {
     pub(crate) fn total(&self) -> u32 {
-        self.idle + self.in_use + self.opening
+        self.idle + self.in_use + self.opening + self.closing
     }
 }
 

@@ -129,6 +129,24 @@ async fn begin_then_commit_keeps_the_rows() {
 }
 
 #[tokio::test]
+async fn begin_records_its_caller_as_the_holder_site() {
+    bounded(async {
+        let pool = single().await;
+        let (tx, line) = (pool.begin().await.unwrap(), line!());
+        let holders = pool.holders();
+        assert_eq!(holders.len(), 1, "{holders:?}");
+        let site = holders[0].location;
+        assert!(
+            site.file().ends_with("sqlite_dropin.rs") && site.line() == line,
+            "recorded at {site}, not the caller's line {line}"
+        );
+        tx.rollback().await.unwrap();
+        pool.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn begin_then_rollback_drops_the_rows() {
     bounded(async {
         let pool = single().await;

@@ -48,6 +48,33 @@ pub struct Script {
     /// How long each closed connection lived (tokio's clock), in closing
     /// order.
     pub lifetimes: Mutex<Vec<Duration>>,
+    /// The "server" killed every connection with a smaller id: `is_valid`
+    /// fails on them (set with [`Script::kill_all_open`]).
+    pub killed_below: AtomicU64,
+    /// `has_broken` says yes for every connection with a smaller id (the
+    /// client noticed its socket closed).
+    pub closed_below: AtomicU64,
+    /// `awaits_close`: the pool awaits `close`, which plays `on_close`
+    /// (`Slow` or `Never` hold the connection open) and then drops it.
+    pub await_close: AtomicBool,
+    pub on_close: Act,
+    /// `close` calls started.
+    pub close_calls: AtomicU64,
+}
+
+impl Script {
+    /// Kills every connection opened so far at the "server": their
+    /// `is_valid` fails from now on (their `has_broken` does not know).
+    pub fn kill_all_open(&self) {
+        self.killed_below
+            .store(self.next_id.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Every connection opened so far reports itself broken.
+    pub fn close_all_open(&self) {
+        self.closed_below
+            .store(self.next_id.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
 }
 
 impl Script {
@@ -240,12 +267,12 @@ impl ManageConnection for Mock {
         })
     }
 
-    async fn is_valid(&self, _conn: &mut Conn) -> Result<(), MockError> {
+    async fn is_valid(&self, conn: &mut Conn) -> Result<(), MockError> {
         let s = &self.script;
         s.valid_calls.fetch_add(1, Ordering::SeqCst);
         s.on_is_valid.play("ping failed").await?;
         delay(&s.valid_delay_ms).await;
-        if s.fail_valid.load(Ordering::SeqCst) {
+        if s.fail_valid.load(Ordering::SeqCst) || conn.id < s.killed_below.load(Ordering::SeqCst) {
             return Err(MockError("ping failed"));
         }
         Ok(())
@@ -256,7 +283,22 @@ impl ManageConnection for Mock {
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        self.script.on_has_broken.check("has_broken", conn.broken)
+        let closed = conn.id < self.script.closed_below.load(Ordering::SeqCst);
+        self.script
+            .on_has_broken
+            .check("has_broken", conn.broken || closed)
+    }
+
+    async fn close(&self, conn: Conn) {
+        self.script.close_calls.fetch_add(1, Ordering::SeqCst);
+        // An error or a panic still drops the connection, as a real
+        // manager's socket closes when its value is dropped.
+        let _ = self.script.on_close.play("close failed").await;
+        drop(conn);
+    }
+
+    fn awaits_close(&self) -> bool {
+        self.script.await_close.load(Ordering::SeqCst)
     }
 
     fn needs_reset(&self, conn: &mut Conn) -> bool {

@@ -279,4 +279,17 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     async fn reset(&self, conn: &mut C) -> Result<(), Error> {
         C::reset_transaction(conn).await
     }
+
+    /// sqlx's own `close`: tells the server (`Terminate` on PostgreSQL,
+    /// `COM_QUIT` on MySQL) and waits for the socket (or SQLite's worker)
+    /// to close, so the pool counts the session until it is gone.
+    async fn close(&self, conn: C) {
+        if let Err(e) = conn.close().await {
+            tracing::debug!(error = %e, "closing a connection");
+        }
+    }
+
+    fn awaits_close(&self) -> bool {
+        true
+    }
 }

@@ -165,14 +165,24 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
     /// while the `BEGIN` is in flight, the connection is closed on
     /// PostgreSQL and MySQL (a transaction may have opened that sqlx does not
     /// count) and returned on SQLite, whose worker rolls back by itself.
-    pub async fn begin(&self) -> Result<Transaction<C>, Error> {
-        let conn = self.get().await.map_err(into_sqlx_error)?;
-        let mut guard = BeginGuard { conn: Some(conn) };
-        let begun = Tm::<C>::begin(guard.conn(), None).await;
-        // Finished, with or without error: a failed `BEGIN` left nothing
-        // open that the reset would not see, so the connection is returned.
-        let conn = guard.defuse();
-        begun.map(|()| Transaction { conn })
+    ///
+    /// `#[track_caller]`: the checkout is recorded at the caller's line
+    /// (`Pool::holders`, leak reports, timeouts), not this one.
+    #[track_caller]
+    pub fn begin(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Transaction<C>, Error>> + Send + '_ {
+        let checkout = self.get();
+        async move {
+            let conn = checkout.await.map_err(into_sqlx_error)?;
+            let mut guard = BeginGuard { conn: Some(conn) };
+            let begun = Tm::<C>::begin(guard.conn(), None).await;
+            // Finished, with or without error: a failed `BEGIN` left nothing
+            // open that the reset would not see, so the connection is
+            // returned.
+            let conn = guard.defuse();
+            begun.map(|()| Transaction { conn })
+        }
     }
 }
 

@@ -64,8 +64,9 @@ pub struct PgClient {
     /// server is read-only or going away (see [`is_retired`](Self::is_retired)).
     host: HostMark,
     /// The task that drives the socket: aborted when an abandoned
-    /// connection is dropped, which closes the socket at once.
-    driver: Option<tokio::task::AbortHandle>,
+    /// connection is dropped, which closes the socket at once, and awaited
+    /// by [`close`](Self::close).
+    driver: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl PgClient {
@@ -101,9 +102,29 @@ impl PgClient {
 
     /// Adds the handle of the task that drives the socket, aborted when an
     /// abandoned connection is dropped.
-    pub(super) fn with_driver(mut self, driver: tokio::task::AbortHandle) -> Self {
+    pub(super) fn with_driver(mut self, driver: tokio::task::JoinHandle<()>) -> Self {
         self.driver = Some(driver);
         self
+    }
+
+    /// Closes the session and waits until its socket is closed: dropping
+    /// the client makes the driver send `Terminate` and end (an abandoned
+    /// one, whose socket may be stuck, is aborted instead).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped midway, the driver goes on to its end by itself.
+    pub(super) async fn close(mut self) {
+        let driver = self.driver.take();
+        let abandoned = self.is_abandoned();
+        drop(self);
+        if let Some(driver) = driver {
+            if abandoned {
+                driver.abort();
+            }
+            // Its end, or its abort: the socket is closed either way.
+            let _ = driver.await;
+        }
     }
 
     /// Marks the connection abandoned while a check runs (`true`), and

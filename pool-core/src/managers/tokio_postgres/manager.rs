@@ -449,7 +449,7 @@ where
                 config.connect(self.tls.clone()).await?
             }
         };
-        let driver = tokio::spawn(drive(connection)).abort_handle();
+        let driver = tokio::spawn(drive(connection));
         // With one host every connection reaches the same server; with
         // several, ask which one this is (one round trip per connect).
         let key = if self.config.get_hosts().len() > 1 {
@@ -512,6 +512,16 @@ where
 
     fn has_broken(&self, conn: &mut PgClient) -> bool {
         conn.is_closed() || conn.is_abandoned() || conn.is_retired()
+    }
+
+    /// Sends `Terminate` and waits for the socket to close, so the pool
+    /// counts the session until the server has it gone.
+    async fn close(&self, conn: PgClient) {
+        conn.close().await;
+    }
+
+    fn awaits_close(&self) -> bool {
+        true
     }
 
     fn needs_reset(&self, conn: &mut PgClient) -> bool {
