@@ -66,7 +66,8 @@ step "tests, production clock (pool-core without tokio-clock)"
 # Integration tests that run on real time (no `start_paused`); the files on
 # the paused clock refuse to compile here.
 cargo test -p pool-core --lib \
-  --test bound --test cancel --test close --test guard --test lifo --test panic
+  --test bound --test cancel --test close --test guard --test lifo --test panic \
+  --test affinity --test coop
 
 step "loom models"
 # Loom swaps std's atomics and mutexes for its model checker's; it needs its
