@@ -101,6 +101,8 @@ impl<M: ManageConnection> Reservation<M> {
         }
     }
 
+    /// The pool (the close task's; the loom build has none).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
         &self.shared
     }
