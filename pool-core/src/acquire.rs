@@ -205,6 +205,10 @@ impl<M: ManageConnection> Shared<M> {
         match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
             Ok(false) => Some(held),
             Ok(true) => {
+                // A connection that is broken at once, connect after
+                // connect, is a rejection streak like failed validations:
+                // connectors back off by it instead of opening and closing
+                // as fast as the server answers (see `connector.rs`).
                 let created_at = slots.entry(&held).created_at;
                 self.connector()
                     .count_check(self.clock(), created_at, false);
@@ -307,24 +311,12 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(h, reason);
             return Err(Refused::Retry);
         }
-        let mut h = h;
-        // A connection that is broken at once, connect after connect, is
-        // a rejection streak like failed validations: connectors back off
-        // by it instead of opening and closing as fast as the server
-        // answers (see `connector.rs`).
-        match self.is_broken(&mut h.entry.conn, now) {
-            Ok(false) => {}
-            Ok(true) => {
-                self.connector()
-                    .count_check(self.clock(), h.entry.created_at, false);
-                self.evict(h, Reason::Broken);
-                return Err(Refused::Retry);
-            }
-            Err(panic) => {
-                self.evict(h, Reason::Broken);
-                resume_unwind(panic)
-            }
-        }
+        // The same check as the fast path's, through the slot (a move in
+        // and out of it, on the slow path only).
+        let Some(held) = self.check_not_broken(self.slots().hold(h), now) else {
+            return Err(Refused::Retry);
+        };
+        let h = self.slots().take_held(held);
         if !self.needs_check(&h.entry, now) {
             self.connector()
                 .count_check(self.clock(), h.entry.created_at, true);

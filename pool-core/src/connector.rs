@@ -485,8 +485,10 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Records a failed connect (its slot already given back) and, when
     /// nothing open could come back, fails the waiting callers with it
-    /// (fail fast; see the module docs).
-    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) {
+    /// (fail fast; see the module docs). Returns whether it was a database
+    /// failure: `false` for a capacity refusal (a fleet budget with no free
+    /// ticket) or a panicking connect, which trying sooner does not cure.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> bool {
         self.count_creation_error();
         let capacity =
             matches!(&err, OpenError::Backend(e) if self.manager().is_capacity_refusal(e));
@@ -501,16 +503,18 @@ impl<M: ManageConnection> Shared<M> {
             tracing::warn!(pool = self.config().name(), error = %last, "connect failed");
         }
         self.set_last_error(last);
-        if !capacity && !panicked {
-            self.connector().saw_failure(self.clock().now());
+        if capacity || panicked {
+            return false;
         }
-        if capacity || panicked || !self.config().fail_fast() || self.slots().open() != 0 {
-            return;
+        self.connector().saw_failure(self.clock().now());
+        if !self.config().fail_fast() || self.slots().open() != 0 {
+            return true;
         }
         *lock(self.failure()) = Some(failure);
         // Relaxed: a hint; callers read the failure under its lock.
         self.connector().down.store(1, Ordering::Relaxed);
         self.waiters().fail_all(|| self.slots().clear_waiting());
+        true
     }
 
     /// A connect succeeded: the database is no longer known down.
@@ -644,6 +648,9 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
         }
         let rejected = shared.connector().rejected_in_a_row();
         if rejected > 0 {
+            // Paces connects while checkouts keep rejecting new connections
+            // (see the module docs); not a poll: callers are served by the
+            // returns and connects that wake them, never by this timer.
             tokio::time::sleep(jittered(backoff_after(rejected))).await;
             if shared.is_closed() || shared.is_suspended() || shared.demand() == 0 {
                 return;
@@ -657,15 +664,9 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
             }
             Err(e) => {
                 drop(slot);
-                // A capacity refusal (a fleet budget with no free ticket)
-                // or a panicking connect is not cured by trying sooner:
-                // callers do not cut those back-offs short.
-                let wakeable = match &e {
-                    OpenError::Backend(e) => !shared.manager().is_capacity_refusal(e),
-                    OpenError::TimedOut(_) => true,
-                    OpenError::Panicked(_) => false,
-                };
-                shared.connect_failed(e);
+                // Callers cut the back-off short only after a database
+                // failure; not after a capacity refusal or a panic.
+                let wakeable = shared.connect_failed(e);
                 // Known down and nobody waiting: end now, so the next
                 // `get()` starts an attempt at once.
                 if shared.connector().is_down() && shared.demand() == 0 {
@@ -680,6 +681,9 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
                 if wakeable {
                     shared.connector().pace(pause).await;
                 } else {
+                    // A fleet ticket freed by another process, or code that
+                    // stops panicking, sends no notification: a timed
+                    // retry is all there is.
                     tokio::time::sleep(pause).await;
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);

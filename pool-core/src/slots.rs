@@ -509,7 +509,8 @@ mod tests {
     use super::*;
     use crate::clock::Stamp;
 
-    fn entry(conn: u32) -> Entry<u32> {
+    /// An idle entry holding `conn` (also used by `slots/cache.rs`'s tests).
+    pub(super) fn entry(conn: u32) -> Entry<u32> {
         let t = Stamp::from_nanos(1);
         Entry {
             conn,

@@ -191,22 +191,8 @@ impl<C> Slots<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::clock::Stamp;
-    use crate::entry::Entry;
     use crate::index_stack::Popped;
-
-    fn entry(conn: u32) -> Entry<u32> {
-        let t = Stamp::from_nanos(1);
-        Entry {
-            conn,
-            created_at: t,
-            expires_at: Stamp::NEVER,
-            last_used: t,
-            generation: 0,
-            last_ping: t,
-            fresh: false,
-        }
-    }
+    use crate::slots::tests::entry;
 
     fn slots_with(conns: u32) -> Slots<u32> {
         let mut s = Slots::new(conns as usize + 1);
