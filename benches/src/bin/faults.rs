@@ -7,7 +7,12 @@
 //!
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
+//!     [--pools ours,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
+//!     [--repeats N] [--connects N]
 //! ```
+//!
+//! `--connects N` sets our pool's `max_concurrent_connects` (default: the
+//! pool's default), for A/B runs of how fast it reopens after a fault.
 //!
 //! Each run: 64 tasks looping checkout + `SELECT 1` through a pool of 16
 //! (acquire timeout 2 s) for 1.5 s, the fault, 2 s more. A task pauses
@@ -67,6 +72,16 @@ enum Kind {
 impl Kind {
     const ALL: [Kind; 4] = [Kind::Ours, Kind::Deadpool, Kind::Bb8, Kind::Sqlx];
 
+    /// The name `--pools` takes.
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Ours => "ours",
+            Kind::Deadpool => "deadpool",
+            Kind::Bb8 => "bb8",
+            Kind::Sqlx => "sqlx",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Ours => "pool-core",
@@ -85,6 +100,15 @@ enum Fault {
 }
 
 impl Fault {
+    /// The name `--faults` takes.
+    fn key(self) -> &'static str {
+        match self {
+            Fault::TerminateOnce => "terminate",
+            Fault::Stop(_) => "stop",
+            Fault::Kill9 => "kill9",
+        }
+    }
+
     fn name(self) -> String {
         match self {
             Fault::TerminateOnce => "terminate all".to_owned(),
@@ -109,15 +133,18 @@ impl AnyPool {
         pg: tokio_postgres::Config,
         port: u16,
         app: &str,
+        connects: Option<u32>,
     ) -> Result<Self, String> {
         Ok(match kind {
             Kind::Ours => {
-                let config = pool_core::PoolConfig::builder()
+                let mut builder = pool_core::PoolConfig::builder()
                     .max_size(MAX)
                     .acquire_timeout(ACQUIRE)
-                    .connect_timeout(ACQUIRE)
-                    .build()
-                    .map_err(|e| e.to_string())?;
+                    .connect_timeout(ACQUIRE);
+                if let Some(n) = connects {
+                    builder = builder.max_concurrent_connects(n);
+                }
+                let config = builder.build().map_err(|e| e.to_string())?;
                 AnyPool::Ours(
                     pool_core::Pool::new(PostgresManager::new(pg, NoTls), config)
                         .await
@@ -245,13 +272,14 @@ async fn run(
     kind: Kind,
     fault: Fault,
     n: usize,
+    connects: Option<u32>,
 ) -> Result<(Figures, Rates), String> {
     let app = format!("faults_{n}");
     let mut pg = cluster.tcp_config("postgres", "postgres");
     pg.password(PASSWORD)
         .application_name(&app)
         .connect_timeout(ACQUIRE);
-    let pool = AnyPool::build(kind, pg, cluster.port(), &app).await?;
+    let pool = AnyPool::build(kind, pg, cluster.port(), &app, connects).await?;
     let sampler = start_sampler(cluster.admin_config(), &app, MAX);
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..TASKS)
@@ -379,7 +407,24 @@ fn ms(d: Option<Duration>) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let value = |flag: &str| {
+        args.iter().position(|a| a == flag).map(|i| {
+            args.get(i + 1)
+                .cloned()
+                .unwrap_or_else(|| panic!("{flag} needs a value"))
+        })
+    };
+    let list =
+        |flag: &str| value(flag).map(|v| v.split(',').map(str::to_owned).collect::<Vec<_>>());
+    let pools = list("--pools");
+    let faults = list("--faults");
+    let repeats: usize = value("--repeats").map_or(1, |v| v.parse().expect("--repeats N"));
+    let connects: Option<u32> = value("--connects").map(|v| v.parse().expect("--connects N"));
+    let wanted = |chosen: &Option<Vec<String>>, key: &str| {
+        chosen.as_ref().is_none_or(|c| c.iter().any(|k| k == key))
+    };
     let down = if quick {
         Duration::from_secs(1)
     } else {
@@ -393,16 +438,24 @@ async fn main() {
     let mut rows = Vec::new();
     let mut n = 0;
     for fault in [Fault::TerminateOnce, Fault::Stop(down), Fault::Kill9] {
-        for kind in Kind::ALL {
-            n += 1;
-            // A fresh admin connection: the last fault may have ended the old one.
-            let admin = cluster.admin().await;
-            match run(&cluster, &admin, kind, fault, n).await {
-                Ok((f, rates)) => {
-                    f.print();
-                    rows.push((kind, fault, f, rates));
+        if !wanted(&faults, fault.key()) {
+            continue;
+        }
+        for _ in 0..repeats {
+            for kind in Kind::ALL {
+                if !wanted(&pools, kind.key()) {
+                    continue;
                 }
-                Err(e) => eprintln!("{} / {}: {e}", kind.name(), fault.name()),
+                n += 1;
+                // A fresh admin connection: the last fault may have ended the old one.
+                let admin = cluster.admin().await;
+                match run(&cluster, &admin, kind, fault, n, connects).await {
+                    Ok((f, rates)) => {
+                        f.print();
+                        rows.push((kind, fault, f, rates));
+                    }
+                    Err(e) => eprintln!("{} / {}: {e}", kind.name(), fault.name()),
+                }
             }
         }
     }
@@ -412,6 +465,10 @@ async fn main() {
         ACQUIRE.as_secs(),
         FAIL_PAUSE.as_millis()
     );
+    if let Some(n) = connects {
+        println!();
+        println!("Ours with `max_concurrent_connects({n})`.");
+    }
     println!();
     println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | ok/s: second before the fault / last second | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
