@@ -80,7 +80,7 @@ scripts/miri.sh
 
 step "all checks passed in $((SECONDS - started))s"
 # The build's footprint, so a change that grows it shows up in the log.
-echo "test.sh: target dir: $(du -sh target 2>/dev/null | cut -f1)"
+echo "test.sh: target dir: $(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1)"
 if ((${#ignored_args[@]} == 0)); then
   echo "test.sh: NOTE: the real-database suites were skipped (see the ignored counts above)"
 fi
