@@ -63,7 +63,7 @@ use crate::shared::Shared;
 /// tokio tasks, and timeouts use tokio's clock (so `start_paused` tests
 /// control it).
 pub struct Pool<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
+    pub(crate) shared: Arc<Shared<M>>,
 }
 
 impl<M: ManageConnection> Pool<M> {
@@ -379,8 +379,14 @@ impl<M: ManageConnection> Clone for Pool<M> {
 }
 
 impl<M: ManageConnection> Drop for Pool<M> {
+    /// Dropping the last handle closes the pool, as [`Pool::close`] does
+    /// without waiting: idle connections are closed now, the ones still
+    /// checked out when they come back. (Connections parked in their slots
+    /// hold a count of the pool, so without this they would keep it alive.)
     fn drop(&mut self) {
-        self.shared.handle_dropped();
+        if self.shared.handle_dropped() {
+            self.shared.shut();
+        }
     }
 }
 
