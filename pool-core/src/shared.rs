@@ -121,7 +121,7 @@
 //! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use pool_api::{
     Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState, TimeoutPhase,
@@ -143,6 +143,10 @@ pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
 /// The engine: see the module docs.
 pub(crate) struct Shared<M: ManageConnection> {
+    /// This pool, as the `Arc` it lives in: releasing a count that a
+    /// parked connection carried needs a pointer to the whole allocation
+    /// (`release_parked_counts`).
+    this: Weak<Self>,
     manager: M,
     config: PoolConfig,
     hooks: Option<Box<dyn Hooks<M>>>,
@@ -191,10 +195,24 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
 }
 
 impl<M: ManageConnection> Shared<M> {
-    pub(crate) fn new(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
+    pub(crate) fn new(
+        manager: M,
+        config: PoolConfig,
+        hooks: Option<Box<dyn Hooks<M>>>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self::build(this.clone(), manager, config, hooks))
+    }
+
+    fn build(
+        this: Weak<Self>,
+        manager: M,
+        config: PoolConfig,
+        hooks: Option<Box<dyn Hooks<M>>>,
+    ) -> Self {
         let hook_at_checkout = hooks.as_ref().is_some_and(|h| h.uses_before_acquire());
         let hook_at_return = hooks.as_ref().is_some_and(|h| h.uses_after_release());
         Self {
+            this,
             manager,
             hooks,
             hook_at_checkout,
@@ -323,13 +341,15 @@ impl<M: ManageConnection> Shared<M> {
     #[inline]
     pub(crate) fn release_parked_counts(&self, n: usize) {
         for _ in 0..n {
-            // SAFETY: a `Shared` only ever lives in an `Arc` (`Pool::new`,
-            // and the loom models), and each of the `n` counts was taken
-            // over by the caller's claim, so it is the caller's to
-            // release. Every caller holds a count of its own besides (a
+            // SAFETY: `this` points at this `Shared` in its `Arc` (built by
+            // `new`, the only constructor), with the provenance of the
+            // whole allocation, count included (a pointer made from
+            // `&self` would cover the value only). Each of the `n` counts
+            // was taken over by the caller's claim, so it is the caller's
+            // to release. Every caller holds a count of its own besides (a
             // `Pool` handle, the housekeeper's upgraded `Weak`, or a
             // guard's), so none of these releases frees the pool.
-            unsafe { Arc::decrement_strong_count(std::ptr::from_ref(self)) };
+            unsafe { Arc::decrement_strong_count(self.this.as_ptr()) };
         }
     }
 
