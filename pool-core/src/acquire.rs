@@ -40,7 +40,11 @@ impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Shared<M>> {
     fn mark_waiting(&self) -> Result<(), Handed<Handoff<M::Connection>>> {
         match self.slots().mark_waiting() {
             Ok(()) => Ok(()),
-            Err(Popped::Node(h)) => Err(Handed::Value(h)),
+            Err((Popped::Node(h), counted)) => {
+                // The caller's `get()` holds a `Pool` handle.
+                self.release_parked_counts(usize::from(counted));
+                Err(Handed::Value(h))
+            }
             Err(_) => Err(Handed::Closed),
         }
     }
@@ -151,10 +155,13 @@ impl<M: ManageConnection> Shared<M> {
             None
         } else {
             loop {
-                let held = match self.pop_held() {
-                    Popped::Node(held) => held,
-                    Popped::Empty | Popped::Waiters => break None,
-                    Popped::Closed => return Err(PoolError::Closed),
+                // `lease`: the pool's count a connection this thread parked
+                // carried, which the guard takes over (`slots/cache.rs`);
+                // dropped if the connection is not handed out here.
+                let (held, lease) = match self.pop_held() {
+                    (Popped::Node(held), lease) => (held, lease),
+                    (Popped::Empty | Popped::Waiters, _) => break None,
+                    (Popped::Closed, _) => return Err(PoolError::Closed),
                 };
                 let entry = slots.entry(&held);
                 if let Some(reason) = self.expired(entry, now) {
@@ -170,7 +177,7 @@ impl<M: ManageConnection> Shared<M> {
                     break Some(slots.take_held(held));
                 }
                 slots.held_slot(&held).count_checkout();
-                return Ok(self.hand_out(held, now, site));
+                return Ok(self.hand_out(held, now, site, lease));
             }
         };
         self.acquire_slow(now, popped, timeout, site).await
@@ -245,6 +252,7 @@ impl<M: ManageConnection> Shared<M> {
         held: Held,
         now: Stamp,
         site: &'static Location<'static>,
+        lease: Option<Arc<Self>>,
     ) -> PooledConnection<M> {
         let leak = &self.slots().held_slot(&held).leak;
         leak.hold(site, now);
@@ -256,7 +264,9 @@ impl<M: ManageConnection> Shared<M> {
         if self.config().min_idle() != 0 {
             self.top_up_idle();
         }
-        PooledConnection::new(self.clone(), held, now)
+        // The guard's count of the pool: the one a parked slot carried, else
+        // a new one.
+        PooledConnection::new(lease.unwrap_or_else(|| self.clone()), held, now)
     }
 
     async fn acquire_slow(
@@ -398,7 +408,7 @@ impl<M: ManageConnection> Shared<M> {
         {
             self.warn_slow_acquire(waited, site, now);
         }
-        self.hand_out(self.slots().hold(h), now, site)
+        self.hand_out(self.slots().hold(h), now, site, None)
     }
 
     /// The slow-acquire WARN: the wait, the caller, and who held the
@@ -454,8 +464,8 @@ impl<M: ManageConnection> Shared<M> {
         let now = self.clock().now();
         let slots = self.slots();
         loop {
-            let held = match self.pop_held_any() {
-                Popped::Node(held) => held,
+            let (held, lease) = match self.pop_held_any() {
+                (Popped::Node(held), lease) => (held, lease),
                 _ => return None,
             };
             if let Some(reason) = self.expired(slots.entry(&held), now) {
@@ -466,7 +476,7 @@ impl<M: ManageConnection> Shared<M> {
                 continue;
             };
             slots.held_slot(&held).count_checkout();
-            return Some(self.hand_out(held, now, site));
+            return Some(self.hand_out(held, now, site, lease));
         }
     }
 }

@@ -154,49 +154,74 @@ loom::thread_local! {
 impl<M: ManageConnection> Shared<M> {
     /// An idle connection for the fast path, counted in use and left in
     /// its slot: one this thread parked, most recent first, else the top of
-    /// the idle stack.
+    /// the idle stack. With it, the pool's count the parked slot carried
+    /// (`slots/cache.rs`, "The pool's reference"): the guard's reference,
+    /// taken over without touching the count.
     #[inline]
-    pub(crate) fn pop_held(self: &Arc<Self>) -> Popped<Held> {
+    pub(crate) fn pop_held(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
         let slots = self.slots();
         if slots.affinity() {
-            if let Some(held) = self.recall() {
-                return self.recalled(held);
+            if let Some((held, counted)) = self.recall() {
+                return self.recalled(held, counted.then(|| self.adopt_parked_count()));
             }
         }
-        slots.pop_held()
+        (slots.pop_held(), None)
     }
 
     /// [`pop_held`](Self::pop_held), and when the stack is empty with
     /// nobody waiting, any connection parked by another thread
     /// (`try_get`: every idle connection counts).
-    pub(crate) fn pop_held_any(self: &Arc<Self>) -> Popped<Held> {
+    pub(crate) fn pop_held_any(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
         let slots = self.slots();
         match self.pop_held() {
-            Popped::Empty if slots.affinity() => match slots.claim_cached() {
-                Some(h) => Popped::Node(slots.hold(h)),
-                None => Popped::Empty,
+            (Popped::Empty, _) if slots.affinity() => match slots.claim_cached() {
+                Some((h, counted)) => (
+                    Popped::Node(slots.hold(h)),
+                    counted.then(|| self.adopt_parked_count()),
+                ),
+                None => (Popped::Empty, None),
             },
             popped => popped,
         }
     }
 
+    /// The pool's count that a claimed `Cached` slot carried, as an `Arc`.
+    #[inline]
+    fn adopt_parked_count(self: &Arc<Self>) -> Arc<Self> {
+        // SAFETY: the claim that reported the count made it the caller's
+        // (`Slots::claim`): the parking guard's count, left in the slot by
+        // `publish` instead of being dropped. Rebuilding the `Arc` from the
+        // pointer takes it over; the caller's own `Arc` is untouched.
+        unsafe { Arc::from_raw(Arc::as_ptr(self)) }
+    }
+
     /// Takes a clean returned connection back into the idle set while
     /// nobody waits: parked in place and remembered by this thread, or, if
     /// callers queued or the pool closed or shrank meanwhile, delivered.
+    /// `Some(index)` when parked: the caller ends the park with
+    /// [`publish`](crate::slots::publish) as its last touch of the pool,
+    /// passing its count to the slot.
     #[inline]
-    pub(crate) fn park_returned(self: &Arc<Self>, held: Held) {
+    pub(crate) fn park_returned(self: &Arc<Self>, held: Held) -> Option<u16> {
         let slots = self.slots();
         match slots.cache_held(held) {
-            Parked::Cached(index) => self.remember(index),
+            Parked::Pending(index) => {
+                self.remember(index);
+                Some(index)
+            }
             // Taken by a caller that queued, or by close, meanwhile.
-            Parked::Claimed => {}
-            Parked::Back(held) => self.deliver(slots.take_held(held)),
+            Parked::Claimed => None,
+            Parked::Back(held) => {
+                self.deliver(slots.take_held(held));
+                None
+            }
         }
     }
 
-    /// Claims one of the connections this thread parked, newest first.
+    /// Claims one of the connections this thread parked, newest first,
+    /// with whether it carried the pool's count.
     #[inline]
-    fn recall(&self) -> Option<Held> {
+    fn recall(&self) -> Option<(Held, bool)> {
         let id = self.affinity().id;
         let slots = self.slots();
         LIST.try_with(|list| list.recall(id, |index| slots.claim_held(index)))
@@ -206,9 +231,14 @@ impl<M: ManageConnection> Shared<M> {
 
     /// A connection claimed from this thread's list, unless the pool closed
     /// (closed, and the checkout fails) or callers queued (handed to them,
-    /// and the checkout queues behind them) meanwhile.
+    /// and the checkout queues behind them) meanwhile; `lease` is dropped
+    /// then (the caller holds a `Pool` handle, so that never frees it).
     #[inline]
-    fn recalled(self: &Arc<Self>, held: Held) -> Popped<Held> {
+    fn recalled(
+        self: &Arc<Self>,
+        held: Held,
+        lease: Option<Arc<Self>>,
+    ) -> (Popped<Held>, Option<Arc<Self>>) {
         let slots = self.slots();
         // Relaxed: a check, as the stack's pop makes; the word is written
         // only when the pool closes or callers queue, so this line is read
@@ -216,13 +246,13 @@ impl<M: ManageConnection> Shared<M> {
         let flags = slots.stack_flags();
         if flags & CLOSED != 0 {
             self.evict(slots.take_held(held), Reason::Closed);
-            return Popped::Closed;
+            return (Popped::Closed, None);
         }
         if flags & WAITERS != 0 {
             self.deliver(slots.take_held(held));
-            return Popped::Waiters;
+            return (Popped::Waiters, None);
         }
-        Popped::Node(held)
+        (Popped::Node(held), lease)
     }
 
     /// Remembers a slot this thread parked; when the list is full, the
@@ -237,8 +267,11 @@ impl<M: ManageConnection> Shared<M> {
         };
         if let Some(out) = out.filter(|out| out >> 16 == id) {
             let slots = self.slots();
-            if let Some(held) = slots.claim_held(out as u16) {
+            if let Some((held, counted)) = slots.claim_held(out as u16) {
                 self.deliver(slots.take_held(held));
+                // The returning guard still holds its own count (its park
+                // is published after this).
+                self.release_parked_counts(usize::from(counted));
             }
         }
     }

@@ -43,7 +43,10 @@ use crate::stats::Reason;
 /// A panic while holding the guard drops it as usual: the slot is never
 /// lost.
 pub struct PooledConnection<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
+    /// The guard's count of the pool. Dropped by `drop`, unless the
+    /// connection is parked in its slot, which then keeps the count for
+    /// the next checkout (`slots/cache.rs`, "The pool's reference").
+    shared: ManuallyDrop<Arc<Shared<M>>>,
     /// The slot, whose connection is used in place: checkout and return
     /// move this token, not the connection. Taken only by `drop` or
     /// `detach`, each of which ends the guard.
@@ -70,7 +73,7 @@ impl<M: ManageConnection> PooledConnection<M> {
     #[inline]
     pub(crate) fn new(shared: Arc<Shared<M>>, held: Held, now: Stamp) -> Self {
         Self {
-            shared,
+            shared: ManuallyDrop::new(shared),
             held: ManuallyDrop::new(held),
             checked_out_at: now,
             discard: false,
@@ -93,7 +96,7 @@ impl<M: ManageConnection> PooledConnection<M> {
         let (held, shared) = unsafe {
             (
                 ManuallyDrop::take(&mut this.held),
-                std::ptr::read(&this.shared),
+                ManuallyDrop::take(&mut this.shared),
             )
         };
         let held_for = shared.clock().now().since(this.checked_out_at);
@@ -130,9 +133,19 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
             self.shared
                 .release_tracking(slots.held_slot(&held), held_for);
             self.shared.evict(slots.take_held(held), Reason::Closed);
-        } else {
-            self.shared.checkin(held, self.checked_out_at);
+        } else if let Some(index) = self.shared.checkin(held, self.checked_out_at) {
+            // Parked in its slot: pass this guard's count to the slot. Once
+            // `publish` succeeds a claimer may release the count and the
+            // pool be freed, so it is the last touch of the pool here, and
+            // no reference into it but the state word lives across it
+            // (`checkin`'s frames have returned).
+            let state = self.shared.slots().state_of(index);
+            if crate::slots::publish(state) {
+                return;
+            }
         }
+        // SAFETY: `drop` runs once; the count was not passed to a slot.
+        unsafe { ManuallyDrop::drop(&mut self.shared) };
     }
 }
 
@@ -163,8 +176,10 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Takes back a connection from a dropped guard; a clean one is
-    /// checked and parked in place, without leaving its slot.
-    pub(crate) fn checkin(self: &Arc<Self>, mut held: Held, checked_out_at: Stamp) {
+    /// checked and parked in place, without leaving its slot. `Some(index)`
+    /// when it was parked in its own slot for this thread (`affinity.rs`):
+    /// the guard ends the park with `publish`.
+    pub(crate) fn checkin(self: &Arc<Self>, mut held: Held, checked_out_at: Stamp) -> Option<u16> {
         let now = self.clock().now();
         let held_for = now.since(checked_out_at);
         let slots = self.slots();
@@ -172,13 +187,18 @@ impl<M: ManageConnection> Shared<M> {
         let manager = self.manager();
         let broken = match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
             Ok(broken) => broken,
-            Err(panic) => return self.manager_panicked(slots.take_held(held), "has_broken", panic),
+            Err(panic) => {
+                self.manager_panicked(slots.take_held(held), "has_broken", panic);
+                return None;
+            }
         };
         if broken {
-            return self.evict(slots.take_held(held), Reason::Broken);
+            self.evict(slots.take_held(held), Reason::Broken);
+            return None;
         }
         if let Some(reason) = self.expired(slots.entry(&held), now) {
-            return self.evict(slots.take_held(held), reason);
+            self.evict(slots.take_held(held), reason);
+            return None;
         }
         let entry = slots.entry_mut(&mut held);
         entry.last_used = now;
@@ -188,7 +208,8 @@ impl<M: ManageConnection> Shared<M> {
         })) {
             Ok(dirty) => dirty,
             Err(panic) => {
-                return self.manager_panicked(slots.take_held(held), "needs_reset", panic)
+                self.manager_panicked(slots.take_held(held), "needs_reset", panic);
+                return None;
             }
         };
         if !dirty && !self.has_return_hook() {
@@ -203,16 +224,19 @@ impl<M: ManageConnection> Shared<M> {
                 pool = self.config().name(),
                 "connection needing a reset returned outside a tokio runtime; closing it"
             );
-            return self.evict(h, Reason::ResetFailed);
+            self.evict(h, Reason::ResetFailed);
+            return None;
         };
         let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
         runtime.spawn(reset_then_deliver(conn, dirty, held_for));
+        None
     }
 
     /// [`deliver`](Self::deliver) for a connection still in its slot: with
-    /// nobody waiting, it is parked without moving.
+    /// nobody waiting, it is parked without moving. `Some(index)` when
+    /// parked for this thread, to be published (`park_returned`).
     #[inline]
-    fn deliver_held(self: &Arc<Self>, held: Held) {
+    fn deliver_held(self: &Arc<Self>, held: Held) -> Option<u16> {
         let slots = self.slots();
         // Callers queued, or over the bound after a shrink (`deliver`
         // retires it): the slow path.
@@ -229,9 +253,10 @@ impl<M: ManageConnection> Shared<M> {
                 // Callers queued since the check: hand it over.
                 Err((PushRefused::Waiters, back)) => self.deliver(slots.take_held(back)),
             }
-            return;
+            return None;
         }
         self.deliver(slots.take_held(held));
+        None
     }
 
     /// Puts a connection the caller owns back in service: to the longest

@@ -110,7 +110,7 @@ impl<M: ManageConnection> Shared<M> {
     /// `min_size` open nor below `min_idle` idle) or lifetime; returns
     /// those due a keepalive ping.
     pub(crate) fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Handoff<M::Connection>> {
-        let taken = self.slots().take_all_idle();
+        let taken = self.take_all_idle();
         let mut open = self.slots().open();
         let config = self.config();
         let min = config.min_size();
@@ -154,7 +154,7 @@ impl<M: ManageConnection> Shared<M> {
         mut keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
     ) -> usize {
         let now = self.clock().now();
-        let taken = self.slots().take_all_idle();
+        let taken = self.take_all_idle();
         let mut kept = Vec::with_capacity(taken.len());
         let mut closed = 0;
         for h in taken.into_iter().rev() {

@@ -80,6 +80,8 @@ mod clock;
 mod connection;
 mod connector;
 mod coop;
+#[cfg(all(test, not(loom)))]
+mod count_tests;
 mod entry;
 #[cfg(feature = "metrics")]
 mod export;

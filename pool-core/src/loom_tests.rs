@@ -61,7 +61,7 @@ fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
         .max_concurrent_connects(1)
         .build()
         .unwrap();
-    let shared = std::sync::Arc::new(Shared::new(Noop, config, None));
+    let shared = Shared::new(Noop, config, None);
     for _ in 0..idle {
         let now = shared.clock().now();
         let entry = Entry {
@@ -100,6 +100,17 @@ fn assert_counts(shared: &Shared<Noop>, idle: u32, in_use: u32) {
     let s = shared.state();
     assert_eq!((s.idle, s.in_use, s.opening), (idle, in_use, 0), "{s:?}");
     assert_eq!(shared.waiters().waiting(), 0);
+}
+
+/// At rest, with every other handle and guard gone: the pool's strong
+/// count is the model's own `Arc` and one per connection parked `Cached`
+/// (`slots/cache.rs`, "The pool's reference"), none lost, none twice.
+fn assert_refs(shared: &std::sync::Arc<Shared<Noop>>) {
+    assert_eq!(
+        std::sync::Arc::strong_count(shared),
+        1 + shared.slots().parked(),
+        "the pool's count does not match its parked connections"
+    );
 }
 
 /// A guard dropped (the real `checkin` and `deliver`) racing a checkout
@@ -295,6 +306,7 @@ fn loom_park_and_recall_race_waiter_registration() {
             shared.try_acquire(Location::caller()).is_some(),
             "WAITERS left set, or the connection stranded"
         );
+        assert_refs(&shared);
     });
 }
 
@@ -316,6 +328,7 @@ fn loom_park_races_close() {
             0,
             "a parked connection outlived close"
         );
+        assert_refs(&shared);
     });
 }
 
@@ -349,5 +362,6 @@ fn loom_parked_by_an_exited_thread_is_found() {
                 assert_eq!(shared.slots().open(), 0, "the sweep closed it");
             }
         }
+        assert_refs(&shared);
     });
 }

@@ -63,7 +63,7 @@ use crate::shared::Shared;
 /// tokio tasks, and timeouts use tokio's clock (so `start_paused` tests
 /// control it).
 pub struct Pool<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
+    pub(crate) shared: Arc<Shared<M>>,
 }
 
 impl<M: ManageConnection> Pool<M> {
@@ -114,7 +114,7 @@ impl<M: ManageConnection> Pool<M> {
         // No housekeeper yet: it would start refilling `min_size` alongside
         // the initial connects.
         let pool = Self {
-            shared: Arc::new(Shared::new(manager, config, hooks)),
+            shared: Shared::new(manager, config, hooks),
         };
         if let Err(e) = pool.shared.open_initial().await {
             pool.shared.close().await;
@@ -136,7 +136,7 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     fn lazy(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
-        let shared = Arc::new(Shared::new(manager, config, hooks));
+        let shared = Shared::new(manager, config, hooks);
         shared.ensure_housekeeper();
         Self { shared }
     }
@@ -379,8 +379,14 @@ impl<M: ManageConnection> Clone for Pool<M> {
 }
 
 impl<M: ManageConnection> Drop for Pool<M> {
+    /// Dropping the last handle closes the pool, as [`Pool::close`] does
+    /// without waiting: idle connections are closed now, the ones still
+    /// checked out when they come back. (Connections parked in their slots
+    /// hold a count of the pool, so without this they would keep it alive.)
     fn drop(&mut self) {
-        self.shared.handle_dropped();
+        if self.shared.handle_dropped() {
+            self.shared.shut();
+        }
     }
 }
 

@@ -59,7 +59,9 @@
 //!    waiter, puts the handoff in its node and wakes it; otherwise a
 //!    clean return is parked in its slot for this thread
 //!    (`Shared::park_returned`, `affinity.rs`) with `thread_affinity` on,
-//!    and anything else goes on the stack (`Slots::push_idle`).
+//!    keeping the guard's count of the pool for the next checkout
+//!    (`slots/cache.rs`, "The pool's reference"), and anything else goes
+//!    on the stack (`Slots::push_idle`).
 //!
 //! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
 //! files: `acquire.rs`, `connection.rs` and `waiters.rs`.
@@ -119,7 +121,7 @@
 //! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use pool_api::{
     Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState, TimeoutPhase,
@@ -141,6 +143,10 @@ pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
 /// The engine: see the module docs.
 pub(crate) struct Shared<M: ManageConnection> {
+    /// This pool, as the `Arc` it lives in: releasing a count that a
+    /// parked connection carried needs a pointer to the whole allocation
+    /// (`release_parked_counts`).
+    this: Weak<Self>,
     manager: M,
     config: PoolConfig,
     hooks: Option<Box<dyn Hooks<M>>>,
@@ -189,10 +195,24 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
 }
 
 impl<M: ManageConnection> Shared<M> {
-    pub(crate) fn new(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
+    pub(crate) fn new(
+        manager: M,
+        config: PoolConfig,
+        hooks: Option<Box<dyn Hooks<M>>>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self::build(this.clone(), manager, config, hooks))
+    }
+
+    fn build(
+        this: Weak<Self>,
+        manager: M,
+        config: PoolConfig,
+        hooks: Option<Box<dyn Hooks<M>>>,
+    ) -> Self {
         let hook_at_checkout = hooks.as_ref().is_some_and(|h| h.uses_before_acquire());
         let hook_at_return = hooks.as_ref().is_some_and(|h| h.uses_after_release());
         Self {
+            this,
             manager,
             hooks,
             hook_at_checkout,
@@ -311,9 +331,43 @@ impl<M: ManageConnection> Shared<M> {
         self.handles.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A `Pool` handle was dropped.
-    pub(crate) fn handle_dropped(&self) {
-        self.handles.fetch_sub(1, Ordering::Relaxed);
+    /// A `Pool` handle was dropped; true if it was the last one.
+    pub(crate) fn handle_dropped(&self) -> bool {
+        self.handles.fetch_sub(1, Ordering::Relaxed) == 1
+    }
+
+    /// Releases `n` counts of the pool that parked connections carried
+    /// and a claim took over (`slots/cache.rs`, "The pool's reference").
+    #[inline]
+    pub(crate) fn release_parked_counts(&self, n: usize) {
+        for _ in 0..n {
+            // SAFETY: `this` points at this `Shared` in its `Arc` (built by
+            // `new`, the only constructor), with the provenance of the
+            // whole allocation, count included (a pointer made from
+            // `&self` would cover the value only). Each of the `n` counts
+            // was taken over by the caller's claim, so it is the caller's
+            // to release. Every caller holds a count of its own besides (a
+            // `Pool` handle, the housekeeper's upgraded `Weak`, or a
+            // guard's), so none of these releases frees the pool.
+            unsafe { Arc::decrement_strong_count(self.this.as_ptr()) };
+        }
+    }
+
+    /// Every idle connection, on the stack and parked in place
+    /// (`Slots::take_all_idle`); the parked ones' counts of the pool are
+    /// released.
+    pub(crate) fn take_all_idle(&self) -> Vec<Handoff<M::Connection>> {
+        let (taken, counts) = self.slots.take_all_idle();
+        self.release_parked_counts(counts);
+        taken
+    }
+
+    /// Every connection parked in place (`Slots::take_cached`); their
+    /// counts of the pool are released.
+    pub(crate) fn take_cached(&self) -> Vec<Handoff<M::Connection>> {
+        let (taken, counts) = self.slots.take_cached();
+        self.release_parked_counts(counts);
+        taken
     }
 
     /// Whether any `Pool` handle is alive.
@@ -469,7 +523,7 @@ impl<M: ManageConnection> Shared<M> {
         }
         // After `CLOSED` is set: a return racing this sees it or is found
         // here (`slots/cache.rs`).
-        for h in self.slots.take_cached() {
+        for h in self.take_cached() {
             self.evict(h, Reason::Closed);
         }
         self.close_parked();
@@ -486,7 +540,7 @@ impl<M: ManageConnection> Shared<M> {
         if self.slots.over_limit() {
             // After the limit is lowered: a return racing this sees it or
             // is found here (`slots/cache.rs`).
-            let idle = self.slots.take_all_idle();
+            let idle = self.take_all_idle();
             let mut keep = Vec::with_capacity(idle.len());
             for h in idle.into_iter().rev() {
                 if self.slots.over_limit() {
@@ -506,7 +560,7 @@ impl<M: ManageConnection> Shared<M> {
     /// Retires every connection: idle ones now, in-use ones at their return.
     pub(crate) fn soft_evict_all(self: &Arc<Self>) {
         self.generation.fetch_add(1, Ordering::Relaxed);
-        for h in self.slots.take_all_idle() {
+        for h in self.take_all_idle() {
             self.evict(h, Reason::SoftEvict);
         }
     }

@@ -34,7 +34,7 @@ pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-pub(crate) use cache::Parked;
+pub(crate) use cache::{publish, Parked};
 pub(crate) use slot::{Census, Slot, State};
 
 use crossbeam_utils::CachePadded;
@@ -355,10 +355,11 @@ impl<C> Slots<C> {
 
     /// Marks callers as waiting on the idle stack (with the waiter queue
     /// locked), or hands over a connection found idle after all
-    /// (`Err(Popped::Node)`, counted in use), on the stack or, for the
-    /// first caller to queue, parked in place (`claim_cached`), or reports
-    /// it closed.
-    pub(crate) fn mark_waiting(&self) -> Result<(), Popped<Handoff<C>>> {
+    /// (`Err((Popped::Node, counted))`, counted in use), on the stack or,
+    /// for the first caller to queue, parked in place (`claim_cached`;
+    /// `counted` says whether it carried a count of the pool, now the
+    /// caller's), or reports it closed.
+    pub(crate) fn mark_waiting(&self) -> Result<(), (Popped<Handoff<C>>, bool)> {
         // Under the queue's lock the bit is set only here and cleared only
         // when the queue empties, so it is exact: clear means this caller
         // is the first to queue.
@@ -366,16 +367,17 @@ impl<C> Slots<C> {
         match self.idle.set_waiters(&self.links) {
             Ok(()) if first && self.affinity => match self.claim_cached() {
                 // Found parked in place: this caller does not queue after
-                // all, and the queue is still empty.
-                Some(h) => {
+                // all, and the queue is still empty. The flag says whether
+                // it came with a count of the pool (`slots/cache.rs`).
+                Some((h, counted)) => {
                     self.idle.clear_waiters();
-                    Err(Popped::Node(h))
+                    Err((Popped::Node(h), counted))
                 }
                 None => Ok(()),
             },
             Ok(()) => Ok(()),
-            Err(Popped::Node(index)) => Err(Popped::Node(self.take_in_use(index))),
-            Err(_) => Err(Popped::Closed),
+            Err(Popped::Node(index)) => Err((Popped::Node(self.take_in_use(index)), false)),
+            Err(_) => Err((Popped::Closed, false)),
         }
     }
 
@@ -425,7 +427,12 @@ impl<C> Slots<C> {
         let mut c = Census::default();
         for slot in self.slots.iter() {
             match slot.state.load(Ordering::Relaxed) {
-                s if s == State::Idle as u8 || s == State::Cached as u8 => c.idle += 1,
+                s if s == State::Idle as u8
+                    || s == State::Cached as u8
+                    || s == State::Parking as u8 =>
+                {
+                    c.idle += 1
+                }
                 s if s == State::InUse as u8 => c.in_use += 1,
                 s if s == State::Opening as u8 => c.opening += 1,
                 s if s == State::Closing as u8 => c.closing += 1,
@@ -615,7 +622,7 @@ mod tests {
             s.push_idle(h).unwrap();
         }
         assert!(
-            matches!(s.mark_waiting(), Err(Popped::Node(h)) if h.entry.conn == 0),
+            matches!(s.mark_waiting(), Err((Popped::Node(h), false)) if h.entry.conn == 0),
             "a waiter finds the top connection instead of queuing"
         );
     }

@@ -45,22 +45,69 @@
 //! (the limit lowered, then the scan): a return racing them sees the flag
 //! or is found by the scan. `loom_tests.rs` checks the protocol on the
 //! real code.
+//!
+//! # The pool's reference
+//!
+//! A guard owns one strong count of the pool (`Arc<Shared>`). Cloning and
+//! dropping it at every checkout and return would write the count's cache
+//! line, which every thread shares, twice per cycle. A parked connection
+//! keeps its guard's count instead: the owner's next checkout takes it
+//! over without touching the count, and anyone else who claims a parked
+//! slot releases it (they hold a count of their own, so the release never
+//! frees the pool under them).
+//!
+//! The count must pass at the returning thread's last touch of the pool,
+//! or a claimer could release it and the pool be freed while that thread
+//! still reads it. Parking is therefore two steps: [`Slots::cache_held`]
+//! stores `Parking` (claimable, but the count is still the returner's)
+//! and runs the Dekker check above; then [`publish`] moves `Parking` to
+//! `Cached` with one CAS, the returner's last access to the pool. If a
+//! claimer took the slot while it was `Parking`, the CAS fails and the
+//! returner drops its count as usual. A claim reports which of the two
+//! states it took, so exactly one party owns each count.
 
 use super::{Handoff, Held, Slots, State};
 use crate::index_stack::{CLOSED, WAITERS};
-use crate::sync::{fence, Ordering};
+use crate::sync::{fence, AtomicU8, Ordering};
 
 /// What became of a connection offered to [`Slots::cache_held`].
 #[derive(Debug)]
 pub(crate) enum Parked {
-    /// Parked in place, at this slot index, for anyone to claim.
-    Cached(u16),
+    /// Parked in place, at this slot index, for anyone to claim; the
+    /// caller still owns its count of the pool and ends the park with
+    /// [`publish`].
+    Pending(u16),
     /// Not parked: callers queued, the pool closed or went over its bound
     /// meanwhile. Still the caller's, to deliver.
     Back(Held),
     /// Parked, then callers queued (or the pool closed) and someone
-    /// claimed it before the caller could take it back: theirs now.
+    /// claimed it before the caller could take it back: theirs now (the
+    /// caller keeps its count of the pool).
     Claimed,
+}
+
+/// Ends a park: moves the slot from `Parking` to `Cached`, passing the
+/// returning thread's count of the pool to the slot. True if it passed;
+/// false if a claimer took the slot first (the count is still the
+/// caller's).
+///
+/// It is the returning thread's last access to the pool: once it
+/// succeeds, a claimer may release the count and the pool may be freed,
+/// so the caller must hold no reference into the pool across this call
+/// but `state` itself (as `Arc`'s own drop does with its count).
+#[inline]
+pub(crate) fn publish(state: &AtomicU8) -> bool {
+    // Release: the claimer that takes the count over (Acquire in
+    // `claim`) sees everything the returner wrote. Relaxed on failure:
+    // the slot is the claimer's, and nothing is read.
+    state
+        .compare_exchange(
+            State::Parking as u8,
+            State::Cached as u8,
+            Ordering::Release,
+            Ordering::Relaxed,
+        )
+        .is_ok()
 }
 
 impl<C> Slots<C> {
@@ -76,39 +123,59 @@ impl<C> Slots<C> {
         self.affinity = on;
     }
 
-    /// Parks a held connection in its slot, marked `Cached`, unless callers
-    /// wait, the pool is closed or over its bound (see "Parking against
-    /// queuing"). The caller checked those before, as a hint.
+    /// Parks a held connection in its slot, marked `Parking`, unless
+    /// callers wait, the pool is closed or over its bound (see "Parking
+    /// against queuing"). The caller checked those before, as a hint; on
+    /// [`Parked::Pending`] it finishes with [`publish`].
     #[inline]
     pub(crate) fn cache_held(&self, h: Held) -> Parked {
         let slot = self.get(h.0);
-        // Release: the owner's last touch; pairs with the Acquire CAS in
-        // `claim`, which then sees the connection and counts written before.
-        slot.state.store(State::Cached as u8, Ordering::Release);
+        // Release: the owner's last touch of the connection; pairs with
+        // the Acquire CAS in `claim`, which then sees the connection and
+        // counts written before.
+        slot.state.store(State::Parking as u8, Ordering::Release);
         // SeqCst: pairs with the fence in `claim_cached` / `take_cached`
         // (the Dekker race in the module docs): either this thread reads
         // the flag or limit set before that fence, or that scan reads
-        // `Cached`.
+        // `Parking` (or `Cached`).
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence above.
         let refused = self.idle.flags() & (WAITERS | CLOSED) != 0 || self.over_limit();
         if !refused {
-            return Parked::Cached(h.0);
+            return Parked::Pending(h.0);
         }
         // Take it back to hand it over; whoever claimed it first owns it.
         match self.claim(h.0, State::InUse) {
-            true => Parked::Back(h),
-            false => Parked::Claimed,
+            Some(_) => Parked::Back(h),
+            None => Parked::Claimed,
         }
     }
 
-    /// Claims the connection parked at `index`, if it still is, counted in
-    /// use and left in place. An index out of range (a thread's stale
-    /// entry) claims nothing.
+    /// How many slots are `Cached` now (the count tests, the loom models).
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> usize {
+        (0..self.slots.len() as u16)
+            .filter(|&i| self.get(i).state.load(Ordering::Relaxed) == State::Cached as u8)
+            .count()
+    }
+
+    /// The state word of the slot at `index`, for [`publish`].
     #[inline]
-    pub(crate) fn claim_held(&self, index: u16) -> Option<Held> {
-        (usize::from(index) < self.slots.len() && self.claim(index, State::InUse))
-            .then_some(Held(index))
+    pub(crate) fn state_of(&self, index: u16) -> &AtomicU8 {
+        &self.get(index).state
+    }
+
+    /// Claims the connection parked at `index`, if it still is, counted in
+    /// use and left in place; with it, whether the slot carried a count of
+    /// the pool (it was `Cached`), now the claimer's. An index out of
+    /// range (a thread's stale entry) claims nothing.
+    #[inline]
+    pub(crate) fn claim_held(&self, index: u16) -> Option<(Held, bool)> {
+        if usize::from(index) >= self.slots.len() {
+            return None;
+        }
+        self.claim(index, State::InUse)
+            .map(|counted| (Held(index), counted))
     }
 
     /// The idle stack's flag bits (`WAITERS`, `CLOSED`) now, as a hint.
@@ -119,47 +186,63 @@ impl<C> Slots<C> {
 
     /// Takes every idle connection, on the stack and parked in place, most
     /// recently used first (the order of the stack's chain): the
-    /// housekeeper's sweep, `soft_evict_all`, `resize`, `retain`.
-    pub(crate) fn take_all_idle(&self) -> Vec<Handoff<C>> {
+    /// housekeeper's sweep, `soft_evict_all`, `resize`, `retain`. With
+    /// them, how many counts of the pool the parked ones carried, now the
+    /// caller's to release.
+    pub(crate) fn take_all_idle(&self) -> (Vec<Handoff<C>>, usize) {
         let mut taken: Vec<_> = self.take_idle().collect();
-        let cached = self.take_cached();
+        let (cached, counts) = self.take_cached();
         if !cached.is_empty() {
             taken.extend(cached);
             // Stable: the stack's own order is kept among equals.
             taken.sort_by_key(|h| std::cmp::Reverse(h.entry.last_used));
         }
-        taken
+        (taken, counts)
     }
 
     /// Claims one connection parked in place, if any, counted in use and
-    /// taken out. Scans every slot, after the SeqCst fence that pairs with
+    /// taken out, with whether it carried a count of the pool (now the
+    /// caller's). Scans every slot, after the SeqCst fence that pairs with
     /// `cache_held`'s (see the module docs): call it after setting the
     /// flag a return must see.
-    pub(crate) fn claim_cached(&self) -> Option<Handoff<C>> {
+    pub(crate) fn claim_cached(&self) -> Option<(Handoff<C>, bool)> {
         // SeqCst: see "Parking against queuing".
         fence(Ordering::SeqCst);
-        (0..self.slots.len() as u16)
-            .find(|&index| self.is_cached(index) && self.claim(index, State::InUse))
+        (0..self.slots.len() as u16).find_map(|index| {
+            if !self.is_cached(index) {
+                return None;
+            }
             // SAFETY: the claim made us the slot's owner.
-            .map(|index| unsafe { self.take(index) })
+            self.claim(index, State::InUse)
+                .map(|counted| (unsafe { self.take(index) }, counted))
+        })
     }
 
     /// Claims every connection parked in place, counted idle and taken
     /// out, lowest slot first (the housekeeper's sweep, `close`,
-    /// `soft_evict_all`, `resize`, `retain`). Scans after the SeqCst fence
+    /// `soft_evict_all`, `resize`, `retain`), with how many counts of the
+    /// pool they carried (now the caller's). Scans after the SeqCst fence
     /// that pairs with `cache_held`'s: a return racing the flag set before
     /// the call sees it or is found here.
-    pub(crate) fn take_cached(&self) -> Vec<Handoff<C>> {
+    pub(crate) fn take_cached(&self) -> (Vec<Handoff<C>>, usize) {
         if !self.affinity {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
         // SeqCst: see "Parking against queuing".
         fence(Ordering::SeqCst);
-        (0..self.slots.len() as u16)
-            .filter(|&index| self.is_cached(index) && self.claim(index, State::Idle))
+        let mut counts = 0;
+        let taken = (0..self.slots.len() as u16)
+            .filter(|&index| {
+                self.is_cached(index)
+                    && self.claim(index, State::Idle).is_some_and(|counted| {
+                        counts += usize::from(counted);
+                        true
+                    })
+            })
             // SAFETY: the claim made us the slot's owner.
             .map(|index| unsafe { self.take(index) })
-            .collect()
+            .collect();
+        (taken, counts)
     }
 
     /// Whether the slot is parked now (a hint before the claiming CAS, so a
@@ -167,24 +250,53 @@ impl<C> Slots<C> {
     #[inline]
     fn is_cached(&self, index: u16) -> bool {
         // Relaxed: the CAS that follows decides and acquires.
-        self.get(index).state.load(Ordering::Relaxed) == State::Cached as u8
+        let state = self.get(index).state.load(Ordering::Relaxed);
+        state == State::Cached as u8 || state == State::Parking as u8
     }
 
-    /// Moves a parked slot to `to`; true if this call claimed it.
+    /// Moves a parked slot to `to`: `Some(true)` if this call claimed it
+    /// `Cached` (with the pool's count it carried), `Some(false)` if it
+    /// claimed it `Parking` (no count: the returner keeps its own), `None`
+    /// if it was not parked.
     #[inline]
-    fn claim(&self, index: u16, to: State) -> bool {
-        // Acquire on success: pairs with the Release store in `cache_held`,
-        // so the claimer sees the parked connection. Relaxed on failure:
-        // nothing was taken.
-        self.get(index)
-            .state
-            .compare_exchange(
-                State::Cached as u8,
-                to as u8,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+    fn claim(&self, index: u16, to: State) -> Option<bool> {
+        let state = &self.get(index).state;
+        // Acquire on success: pairs with the Release CAS in `publish` (or
+        // the Release store in `cache_held`), so the claimer sees the
+        // parked connection. Relaxed on failure: nothing was taken. A
+        // published slot first: the owner's own checkout, the common case.
+        let seen = match state.compare_exchange(
+            State::Cached as u8,
+            to as u8,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return Some(true),
+            Err(seen) => seen,
+        };
+        if seen != State::Parking as u8 {
+            return None;
+        }
+        // Parking: claimed without the count, unless the returner
+        // published meanwhile (then the count comes with it).
+        match state.compare_exchange(
+            State::Parking as u8,
+            to as u8,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Some(false),
+            Err(now) if now == State::Cached as u8 => state
+                .compare_exchange(
+                    State::Cached as u8,
+                    to as u8,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .ok()
+                .map(|_| true),
+            Err(_) => None,
+        }
     }
 }
 
@@ -211,16 +323,24 @@ mod tests {
         }
     }
 
+    /// Parks `h` and publishes it, as a return with nobody waiting does.
+    fn park(s: &Slots<u32>, h: Held) -> u16 {
+        let Parked::Pending(index) = s.cache_held(h) else {
+            panic!("nobody waits: parked")
+        };
+        assert!(publish(s.state_of(index)), "nobody claimed it meanwhile");
+        index
+    }
+
     #[test]
     fn parked_counts_idle_and_is_claimed_once() {
         let s = slots_with(1);
         let h = held(&s);
-        let Parked::Cached(index) = s.cache_held(h) else {
-            panic!("nobody waits: parked")
-        };
+        let index = park(&s, h);
         assert_eq!(s.census().idle, 1, "a parked connection is idle");
         assert!(matches!(s.pop_held(), Popped::Empty), "not on the stack");
-        let h = s.claim_held(index).expect("still parked");
+        let (h, counted) = s.claim_held(index).expect("still parked");
+        assert!(counted, "a published slot carries the pool's count");
         assert!(s.claim_held(index).is_none(), "claimed twice");
         assert_eq!(s.census().in_use, 1);
         assert_eq!(s.entry(&h).conn, 0);
@@ -229,6 +349,51 @@ mod tests {
             s.claim_held(index).is_none(),
             "a stack slot is not claimable"
         );
+    }
+
+    #[test]
+    fn a_slot_claimed_before_it_is_published_carries_no_count() {
+        let s = slots_with(1);
+        let h = held(&s);
+        let Parked::Pending(index) = s.cache_held(h) else {
+            panic!("nobody waits: parked")
+        };
+        assert_eq!(s.census().idle, 1, "counted idle while parking");
+        let (h, counted) = s.claim_held(index).expect("claimable while parking");
+        assert!(!counted, "the returner still owns its count");
+        assert!(!publish(s.state_of(index)), "publish sees the claim");
+        assert_eq!(s.census().in_use, 1, "the claimer's now");
+        s.push_held(h).unwrap();
+        assert!(!publish(s.state_of(index)), "a stack slot is not published");
+    }
+
+    #[test]
+    fn scans_report_the_counts_they_take_over() {
+        let s = slots_with(3);
+        let a = held(&s);
+        let b = held(&s);
+        let c = held(&s);
+        park(&s, a);
+        park(&s, b);
+        let Parked::Pending(_) = s.cache_held(c) else {
+            panic!("nobody waits: parked")
+        };
+        let (taken, counts) = s.take_cached();
+        assert_eq!(taken.len(), 3, "published and parking ones alike");
+        assert_eq!(counts, 2, "only the published ones carry a count");
+        for h in taken {
+            s.push_idle(h).unwrap();
+        }
+        let h = held(&s);
+        park(&s, h);
+        let (h, counted) = s.claim_cached().expect("one parked");
+        assert!(counted);
+        s.push_idle(h).unwrap();
+        let (all, counts) = s.take_all_idle();
+        assert_eq!((all.len(), counts), (3, 0), "stack slots carry none");
+        for h in all {
+            s.free(h.vacate().0);
+        }
     }
 
     #[test]
@@ -241,7 +406,7 @@ mod tests {
         };
         assert_eq!(s.census().in_use, 1, "taken back, in use");
         s.clear_waiting();
-        assert!(matches!(s.cache_held(h), Parked::Cached(_)));
+        assert!(matches!(s.cache_held(h), Parked::Pending(_)));
     }
 
     #[test]
@@ -249,16 +414,16 @@ mod tests {
         let s = slots_with(2);
         let a = held(&s);
         let b = held(&s);
-        assert!(matches!(s.cache_held(a), Parked::Cached(_)));
-        assert!(matches!(s.cache_held(b), Parked::Cached(_)));
-        let Err(Popped::Node(h)) = s.mark_waiting() else {
-            panic!("a parked connection is taken instead of queuing")
+        park(&s, a);
+        park(&s, b);
+        let Err((Popped::Node(h), true)) = s.mark_waiting() else {
+            panic!("a parked connection is taken instead of queuing, with its count")
         };
         assert!(!s.has_waiters(), "the caller did not queue");
         assert_eq!(s.census().idle, 1);
         s.push_idle(h).unwrap();
-        let taken = s.take_cached();
-        assert_eq!(taken.len(), 1, "the other parked one");
+        let (taken, counts) = s.take_cached();
+        assert_eq!((taken.len(), counts), (1, 1), "the other parked one");
         assert_eq!(s.census().idle, 2, "taken ones count idle");
         for h in taken {
             s.push_idle(h).unwrap();
