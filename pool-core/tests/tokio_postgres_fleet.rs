@@ -22,7 +22,7 @@ use pool_core::managers::tokio_postgres::{PgError, PostgresManager};
 use pool_core::{ManageConnection, Pool, PoolConfig};
 use tokio_postgres::NoTls;
 
-/// Set in a child: `index,budget name,busy ms,run ms`.
+/// Set in a child: `index,budget name,busy ms,run ms,start dir`.
 const CHILD_ENV: &str = "POOL_CORE_FLEET_CHILD";
 const TEST_NAME: &str = "a_fleet_budget_holds_across_processes";
 const PROCESSES: usize = 4;
@@ -30,7 +30,12 @@ const PER_PROCESS: u32 = 16;
 const BUDGET: u32 = 20;
 const TASKS: usize = 32;
 
-/// When things happen, from the children's start.
+/// How long the parent waits for every child to be ready (see `RUN`).
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// When things happen, from the children's start. The start is a barrier:
+/// each child builds its pool, says it is ready and starts when the parent
+/// says go, so a process that took longer to start (a loaded machine) does
+/// not find the budget already taken by the others.
 const RUN: Duration = Duration::from_millis(9_500);
 const KILL_AT: Duration = Duration::from_millis(3_000);
 const IDLE_AT: Duration = Duration::from_millis(5_500);
@@ -64,13 +69,13 @@ fn a_fleet_budget_holds_across_processes() {
 /// prints its count.
 async fn child(spec: &str) {
     let fields: Vec<&str> = spec.split(',').collect();
-    let [index, budget, busy_ms, run_ms] = fields[..] else {
+    let [index, budget, busy_ms, run_ms, dir] = fields[..] else {
         panic!("bad {CHILD_ENV}: {spec}");
     };
     let index: usize = index.parse().expect("index");
     let busy = Duration::from_millis(busy_ms.parse().expect("busy ms"));
     let run = Duration::from_millis(run_ms.parse().expect("run ms"));
-    let started = Instant::now();
+    let dir = std::path::Path::new(dir);
 
     let mut pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
     pg.application_name(app_name(budget, index));
@@ -86,6 +91,14 @@ async fn child(spec: &str) {
         .build()
         .expect("config");
     let pool = Pool::new(manager, config).await.expect("pool");
+    // The start barrier (`min_size(0)`: the pool holds no ticket yet).
+    std::fs::write(dir.join(format!("ready-{index}")), b"").expect("say ready");
+    let wait_from = Instant::now();
+    while !dir.join("go").exists() {
+        assert!(wait_from.elapsed() < READY_WITHIN, "child {index}: no go");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let started = Instant::now();
     let done = Arc::new(AtomicU64::new(0));
     let timeouts = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -138,6 +151,8 @@ fn parent() {
     let budget_name = format!("pc_fleet_{}", std::process::id());
     let budget = FleetBudget::new(&budget_name, BUDGET).expect("budget");
     let exe = std::env::current_exe().expect("the test binary");
+    let dir = std::env::temp_dir().join(&budget_name);
+    std::fs::create_dir_all(&dir).expect("the start barrier's dir");
     let spawn = |index: usize| -> Child {
         let busy = if index == IDLER { IDLE_AT } else { RUN };
         Command::new(&exe)
@@ -145,9 +160,10 @@ fn parent() {
             .env(
                 CHILD_ENV,
                 format!(
-                    "{index},{budget_name},{},{}",
+                    "{index},{budget_name},{},{},{}",
                     busy.as_millis(),
-                    RUN.as_millis()
+                    RUN.as_millis(),
+                    dir.display()
                 ),
             )
             .env("DATABASE_URL", &url)
@@ -157,6 +173,17 @@ fn parent() {
             .expect("spawn a child process")
     };
     let mut children: Vec<Child> = (0..PROCESSES).map(spawn).collect();
+    let wait_from = Instant::now();
+    while !(0..PROCESSES).all(|i| dir.join(format!("ready-{i}")).exists()) {
+        if wait_from.elapsed() > READY_WITHIN {
+            for child in &mut children {
+                let _ = child.kill();
+            }
+            panic!("the children were not ready within {READY_WITHIN:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::fs::write(dir.join("go"), b"").expect("say go");
     let started = Instant::now();
 
     let samples = runtime().block_on(sample(&url, &budget, started, &mut children));
@@ -174,6 +201,7 @@ fn parent() {
         }
         outputs.insert(index, stdout);
     }
+    let _ = std::fs::remove_dir_all(&dir);
     let queries = |index: usize| -> u64 {
         outputs[&index]
             .lines()
