@@ -52,10 +52,17 @@ use crate::shared::Shared;
 /// connection, whichever task or thread does it: everything written through
 /// a `PooledConnection` before it was dropped is visible to the next holder.
 /// (The return publishes the connection with a Release CAS on the idle stack,
-/// a Release store of its slot's state when it parks it for its thread
-/// (`thread_affinity`), or under the waiter's lock; the checkout takes it
-/// with an Acquire CAS on the stack or on the slot's state, or under that
-/// lock.)
+/// a Release store and CAS of its slot's state when it parks it for its
+/// thread (`thread_affinity`), or under the waiter's lock; the checkout
+/// takes it with an Acquire CAS on the stack or on the slot's state, or
+/// under that lock.)
+///
+/// # Dropping the pool
+///
+/// A `Pool` is a handle: clones share one pool. Dropping the last handle
+/// closes the pool as [`close`](Self::close) does, without waiting: idle
+/// connections are closed at once, and the ones still checked out when
+/// their `PooledConnection`s drop. `close().await` also waits for them.
 ///
 /// # Runtime
 ///
