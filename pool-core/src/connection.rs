@@ -125,27 +125,32 @@ impl<M: ManageConnection> DerefMut for PooledConnection<M> {
 
 impl<M: ManageConnection> Drop for PooledConnection<M> {
     fn drop(&mut self) {
-        // SAFETY: `drop` runs once and nothing reads `held` after it.
-        let held = unsafe { ManuallyDrop::take(&mut self.held) };
+        // SAFETY: `drop` runs once and nothing reads `held` or `shared`
+        // after it. The count is a local from here on, so a panic in the
+        // manager's checks (which `checkin` passes on) drops it on the way
+        // out instead of leaking the pool.
+        let (held, count) = unsafe {
+            (
+                ManuallyDrop::take(&mut self.held),
+                ManuallyDrop::take(&mut self.shared),
+            )
+        };
         if self.discard {
-            let slots = self.shared.slots();
-            let held_for = self.shared.clock().now().since(self.checked_out_at);
-            self.shared
-                .release_tracking(slots.held_slot(&held), held_for);
-            self.shared.evict(slots.take_held(held), Reason::Closed);
-        } else if let Some(index) = self.shared.checkin(held, self.checked_out_at) {
+            let slots = count.slots();
+            let held_for = count.clock().now().since(self.checked_out_at);
+            count.release_tracking(slots.held_slot(&held), held_for);
+            count.evict(slots.take_held(held), Reason::Closed);
+        } else if let Some(index) = count.checkin(held, self.checked_out_at) {
             // Parked in its slot: pass this guard's count to the slot. Once
             // `publish` succeeds a claimer may release the count and the
             // pool be freed, so it is the last touch of the pool here, and
             // no reference into it but the state word lives across it
-            // (`checkin`'s frames have returned).
-            let state = self.shared.slots().state_of(index);
-            if crate::slots::publish(state) {
-                return;
+            // (`checkin`'s frames have returned); `forget` then only drops
+            // the pointer.
+            if crate::slots::publish(count.slots().state_of(index)) {
+                std::mem::forget(count);
             }
         }
-        // SAFETY: `drop` runs once; the count was not passed to a slot.
-        unsafe { ManuallyDrop::drop(&mut self.shared) };
     }
 }
 

@@ -29,6 +29,8 @@ impl Drop for Conn {
 #[derive(Debug, Clone, Default)]
 struct Counting {
     live: Arc<AtomicUsize>,
+    /// `has_broken` panics while set.
+    panics: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[async_trait]
@@ -43,6 +45,11 @@ impl ManageConnection for Counting {
 
     async fn is_valid(&self, _: &mut Conn) -> Result<(), std::io::Error> {
         Ok(())
+    }
+
+    fn has_broken(&self, _: &mut Conn) -> bool {
+        assert!(!self.panics.load(Ordering::SeqCst), "has_broken panics");
+        false
     }
 }
 
@@ -175,6 +182,28 @@ async fn a_guard_that_outlives_the_last_handle_closes_its_connection() {
     drop(out);
     assert!(weak.upgrade().is_none(), "freed with the last guard");
     assert_eq!(manager.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_check_that_panics_at_return_loses_no_count() {
+    let (pool, manager) = pool(2, true).await;
+    let conn = pool.get().await.unwrap();
+    manager.panics.store(true, Ordering::SeqCst);
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(conn)));
+    assert!(
+        dropped.is_err(),
+        "the panic goes on to the code that dropped it"
+    );
+    manager.panics.store(false, Ordering::SeqCst);
+    assert_eq!(
+        manager.live.load(Ordering::SeqCst),
+        1,
+        "the broken one closed"
+    );
+    // The refill to `min_size` runs in a connector task, with a count.
+    settle().await;
+    assert_counts(&pool, 1, 0);
+    assert_freed_on_drop(pool, &manager);
 }
 
 #[tokio::test(flavor = "current_thread")]
