@@ -268,10 +268,11 @@ impl<M: ManageConnection> Shared<M> {
         if let Some(out) = out.filter(|out| out >> 16 == id) {
             let slots = self.slots();
             if let Some((held, counted)) = slots.claim_held(out as u16) {
-                self.deliver(slots.take_held(held));
-                // The returning guard still holds its own count (its park
-                // is published after this).
+                // Released first, so nothing `deliver` runs can leak it; the
+                // returning guard still holds its own count (its park is
+                // published after this).
                 self.release_parked_counts(usize::from(counted));
+                self.deliver(slots.take_held(held));
             }
         }
     }
