@@ -61,7 +61,7 @@ fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
         .max_concurrent_connects(1)
         .build()
         .unwrap();
-    let shared = Shared::new(Noop, config, None);
+    let shared = std::sync::Arc::new(Shared::new(Noop, config, None));
     for _ in 0..idle {
         let now = shared.clock().now();
         let entry = Entry {

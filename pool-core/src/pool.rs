@@ -121,7 +121,7 @@ impl<M: ManageConnection> Pool<M> {
         // No housekeeper yet: it would start refilling `min_size` alongside
         // the initial connects.
         let pool = Self {
-            shared: Shared::new(manager, config, hooks),
+            shared: Arc::new(Shared::new(manager, config, hooks)),
         };
         if let Err(e) = pool.shared.open_initial().await {
             pool.shared.close().await;
@@ -143,7 +143,7 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     fn lazy(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
-        let shared = Shared::new(manager, config, hooks);
+        let shared = Arc::new(Shared::new(manager, config, hooks));
         shared.ensure_housekeeper();
         Self { shared }
     }

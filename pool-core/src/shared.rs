@@ -121,7 +121,7 @@
 //! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use pool_api::{
     Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState, TimeoutPhase,
@@ -143,10 +143,6 @@ pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
 /// The engine: see the module docs.
 pub(crate) struct Shared<M: ManageConnection> {
-    /// This pool, as the `Arc` it lives in: releasing a count that a
-    /// parked connection carried needs a pointer to the whole allocation
-    /// (`release_parked_counts`).
-    this: Weak<Self>,
     manager: M,
     config: PoolConfig,
     hooks: Option<Box<dyn Hooks<M>>>,
@@ -195,24 +191,10 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
 }
 
 impl<M: ManageConnection> Shared<M> {
-    pub(crate) fn new(
-        manager: M,
-        config: PoolConfig,
-        hooks: Option<Box<dyn Hooks<M>>>,
-    ) -> Arc<Self> {
-        Arc::new_cyclic(|this| Self::build(this.clone(), manager, config, hooks))
-    }
-
-    fn build(
-        this: Weak<Self>,
-        manager: M,
-        config: PoolConfig,
-        hooks: Option<Box<dyn Hooks<M>>>,
-    ) -> Self {
+    pub(crate) fn new(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
         let hook_at_checkout = hooks.as_ref().is_some_and(|h| h.uses_before_acquire());
         let hook_at_return = hooks.as_ref().is_some_and(|h| h.uses_after_release());
         Self {
-            this,
             manager,
             hooks,
             hook_at_checkout,
@@ -339,24 +321,23 @@ impl<M: ManageConnection> Shared<M> {
     /// Releases `n` counts of the pool that parked connections carried
     /// and a claim took over (`slots/cache.rs`, "The pool's reference").
     #[inline]
-    pub(crate) fn release_parked_counts(&self, n: usize) {
+    pub(crate) fn release_parked_counts(self: &Arc<Self>, n: usize) {
         for _ in 0..n {
-            // SAFETY: `this` points at this `Shared` in its `Arc` (built by
-            // `new`, the only constructor), with the provenance of the
-            // whole allocation, count included (a pointer made from
-            // `&self` would cover the value only). Each of the `n` counts
-            // was taken over by the caller's claim, so it is the caller's
-            // to release. Every caller holds a count of its own besides (a
-            // `Pool` handle, the housekeeper's upgraded `Weak`, or a
-            // guard's), so none of these releases frees the pool.
-            unsafe { Arc::decrement_strong_count(self.this.as_ptr()) };
+            // SAFETY: the pointer comes from the `Arc` itself, so it covers
+            // the whole allocation, count included (one made from `&Shared`
+            // would cover the value only). Each of the `n` counts was taken
+            // over by the caller's claim, so it is the caller's to release.
+            // `self` is a count of the caller's own besides (a `Pool`
+            // handle, the housekeeper's upgraded `Weak`, or a guard's), so
+            // none of these releases frees the pool.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(self)) };
         }
     }
 
     /// Every idle connection, on the stack and parked in place
     /// (`Slots::take_all_idle`); the parked ones' counts of the pool are
     /// released.
-    pub(crate) fn take_all_idle(&self) -> Vec<Handoff<M::Connection>> {
+    pub(crate) fn take_all_idle(self: &Arc<Self>) -> Vec<Handoff<M::Connection>> {
         let (taken, counts) = self.slots.take_all_idle();
         self.release_parked_counts(counts);
         taken
@@ -364,7 +345,7 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Every connection parked in place (`Slots::take_cached`); their
     /// counts of the pool are released.
-    pub(crate) fn take_cached(&self) -> Vec<Handoff<M::Connection>> {
+    pub(crate) fn take_cached(self: &Arc<Self>) -> Vec<Handoff<M::Connection>> {
         let (taken, counts) = self.slots.take_cached();
         self.release_parked_counts(counts);
         taken

@@ -263,38 +263,21 @@ impl<C> Slots<C> {
         let state = &self.get(index).state;
         // Acquire on success: pairs with the Release CAS in `publish` (or
         // the Release store in `cache_held`), so the claimer sees the
-        // parked connection. Relaxed on failure: nothing was taken. A
-        // published slot first: the owner's own checkout, the common case.
-        let seen = match state.compare_exchange(
-            State::Cached as u8,
-            to as u8,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return Some(true),
-            Err(seen) => seen,
+        // parked connection. Relaxed on failure: nothing was taken.
+        let cas = |from: State| {
+            state.compare_exchange(from as u8, to as u8, Ordering::Acquire, Ordering::Relaxed)
         };
-        if seen != State::Parking as u8 {
-            return None;
+        // A published slot first: the owner's own checkout, the common case.
+        match cas(State::Cached) {
+            Ok(_) => return Some(true),
+            Err(seen) if seen != State::Parking as u8 => return None,
+            Err(_) => {}
         }
         // Parking: claimed without the count, unless the returner
         // published meanwhile (then the count comes with it).
-        match state.compare_exchange(
-            State::Parking as u8,
-            to as u8,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
+        match cas(State::Parking) {
             Ok(_) => Some(false),
-            Err(now) if now == State::Cached as u8 => state
-                .compare_exchange(
-                    State::Cached as u8,
-                    to as u8,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .ok()
-                .map(|_| true),
+            Err(seen) if seen == State::Cached as u8 => cas(State::Cached).ok().map(|_| true),
             Err(_) => None,
         }
     }
