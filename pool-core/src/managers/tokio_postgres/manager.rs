@@ -438,6 +438,19 @@ where
         error.is_fleet_budget_exhausted()
     }
 
+    /// A refused login, an unknown database or role, and the manager's own
+    /// settings that cannot work are permanent: retrying at once does not
+    /// cure them, so callers fail fast with the first one.
+    fn is_permanent_error(&self, error: &PgError) -> bool {
+        match error {
+            PgError::Db(e) => e
+                .code()
+                .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
+            PgError::Config(_) => true,
+            _ => false,
+        }
+    }
+
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
         let (client, connection) = match &self.password {
