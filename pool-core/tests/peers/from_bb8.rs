@@ -83,7 +83,10 @@ async fn test_drop_on_broken() {
     let peer = Peer::default();
     peer.mock.script.on_has_broken.set(Behaviour::Err);
     let pool = lazy(&peer, checked(10));
-    let conn = pool.get().await.expect("a connection opened for the caller");
+    let conn = pool
+        .get()
+        .await
+        .expect("a connection opened for the caller");
     assert_eq!(peer.closed(), 0);
     drop(conn);
     assert_eq!(peer.closed(), 1, "dropped at its return");

@@ -138,7 +138,10 @@ async fn test_drop_on_broken() {
     let pool = Pool::new(peer.clone(), checked(10).build().unwrap())
         .await
         .unwrap();
-    let conn = pool.get().await.expect("a connection opened for the caller");
+    let conn = pool
+        .get()
+        .await
+        .expect("a connection opened for the caller");
     let closed = peer.closed();
     drop(conn);
     assert_eq!(peer.closed(), closed + 1, "dropped at its return");
