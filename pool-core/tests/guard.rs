@@ -114,14 +114,18 @@ mod thread_safety {
     /// that is a data race in safe code, so the guard must not be `Sync`.
     #[test]
     fn the_guard_is_sync_only_when_its_connection_is() {
-        assert!(
-            !Probe::<PooledConnection<Cells>>::SYNC,
-            "PooledConnection over a !Sync connection must not be Sync"
-        );
-        assert!(Probe::<PooledConnection<Numbers>>::SYNC);
+        // Checked at compile time: the test does not build if the guard
+        // over a `Cell` ever becomes `Sync` again.
+        const {
+            assert!(
+                !Probe::<PooledConnection<Cells>>::SYNC,
+                "PooledConnection over a !Sync connection must not be Sync"
+            )
+        };
+        const { assert!(Probe::<PooledConnection<Numbers>>::SYNC) };
         // The probe itself tells the two apart.
-        assert!(!Probe::<Cell<u64>>::SYNC);
-        assert!(Probe::<u64>::SYNC);
+        const { assert!(!Probe::<Cell<u64>>::SYNC) };
+        const { assert!(Probe::<u64>::SYNC) };
         // Send either way: moving a guard moves its `Send` connection.
         is_send::<PooledConnection<Cells>>();
         is_send::<PooledConnection<Numbers>>();

@@ -72,7 +72,7 @@ impl ManageConnection for Manager {
         let id = self.seen.opened.fetch_add(1, Ordering::SeqCst);
         let alive = self.seen.alive.fetch_add(1, Ordering::SeqCst) + 1;
         self.seen.max_alive.fetch_max(alive, Ordering::SeqCst);
-        if id % 7 == 0 {
+        if id.is_multiple_of(7) {
             tokio::task::yield_now().await;
         }
         Ok(Conn {
@@ -175,8 +175,8 @@ fn everything_at_once_keeps_the_bound_and_frees_the_engine() {
                 };
                 assert!(!conn.held.swap(true, Ordering::SeqCst), "held twice");
                 tokio::task::yield_now().await;
-                if turn % 11 == 0 {
-                    tokio::task::block_in_place(|| std::thread::yield_now());
+                if turn.is_multiple_of(11) {
+                    tokio::task::block_in_place(std::thread::yield_now);
                 }
                 conn.held.store(false, Ordering::SeqCst);
                 drop(conn);
@@ -212,7 +212,7 @@ fn everything_at_once_keeps_the_bound_and_frees_the_engine() {
                 } else if let Some(conn) =
                     expect_conn_or_closed(handle.block_on(pool.get()), &closing)
                 {
-                    hold(&conn, || std::thread::yield_now());
+                    hold(&conn, std::thread::yield_now);
                 }
             }
         }));
@@ -225,7 +225,7 @@ fn everything_at_once_keeps_the_bound_and_frees_the_engine() {
             let mut round = 0u32;
             while Instant::now() < deadline {
                 round += 1;
-                let size = if round % 2 == 0 { MAX } else { 2 + round % 5 };
+                let size = if round.is_multiple_of(2) { MAX } else { 2 + round % 5 };
                 pool.resize(size).expect("a size within the ceiling");
                 match round % 3 {
                     0 => pool.soft_evict_all(),
