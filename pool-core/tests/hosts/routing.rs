@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use pool_core::managers::tokio_postgres::{
-    HostEvent, HostPoolError, HostStatus, ServerRole, SessionTarget,
+    HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
 };
+use pool_core::PoolConfig;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
@@ -77,6 +78,35 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
     let primary_state = pool.host_pool(&addr(&primary)).expect("listed").state();
     assert_eq!((primary_state.in_use, primary_state.max_size), (2, 2));
     drop((w, w2, r, r2));
+
+    // A host whose bound is reached: the checkout waits its own limit out,
+    // and the event says which host ran out.
+    let tight = HostPool::builder(hosts(&[&primary, &standby], "hosts_tight"), NoTls)
+        .pool_config(
+            PoolConfig::builder()
+                .name("tight")
+                .max_size(1)
+                .acquire_timeout(Duration::from_millis(200))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .await
+        .expect("the tight host pool");
+    let mut tight_events = tight.subscribe();
+    let held = tight.write().await.expect("the one write connection");
+    let err = tight.write().await.expect_err("its bound is 1");
+    assert!(
+        matches!(&err, HostPoolError::Pool { host, error } if **host == *addr(&primary) && error.is_timeout()),
+        "{err:?}"
+    );
+    let exhausted = tight_events.recv().await.expect("an event");
+    assert!(
+        matches!(&exhausted, HostEvent::Exhausted { host, .. } if **host == *addr(&primary)),
+        "{exhausted:?}"
+    );
+    drop(held);
+    tight.close().await;
 
     // Standby stops: a strict standby read fails fast, a preferring one
     // falls back to the primary.
