@@ -104,8 +104,20 @@ fn summary(ops: &[Op], side: Side) -> String {
             .filter(|o| o.side == side && f(&o.outcome))
             .count()
     };
+    let mut codes: Vec<String> = ops
+        .iter()
+        .filter_map(|o| match &o.outcome {
+            Outcome::Query(code) if o.side == side => Some(
+                code.as_ref()
+                    .map_or("no SQLSTATE".to_owned(), |c| c.code().to_owned()),
+            ),
+            _ => None,
+        })
+        .collect();
+    codes.sort();
+    codes.dedup();
     format!(
-        "ok {}, no-host {}, timeout {}, checkout-failed {}, query-failed {}",
+        "ok {}, no-host {}, timeout {}, checkout-failed {}, query-failed {} {codes:?}",
         of(&|o| matches!(o, Outcome::Ok(_))),
         of(&|o| *o == Outcome::NoHost),
         of(&|o| *o == Outcome::Timeout),

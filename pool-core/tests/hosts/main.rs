@@ -13,7 +13,8 @@ mod routing;
 use std::time::Duration;
 
 use cluster::Cluster;
-use pool_core::managers::tokio_postgres::{HostPool, HostTls};
+use pool_core::managers::hosts::{HostPool, HostTls};
+use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::PoolConfig;
 use tokio::sync::Mutex;
 
@@ -65,7 +66,7 @@ pub async fn host_pool<Tls: HostTls>(
     config: tokio_postgres::Config,
     tls: Tls,
     max_size: u32,
-) -> HostPool<Tls> {
+) -> HostPool<PostgresManager<Tls>> {
     HostPool::builder(config, tls)
         .pool_config(
             PoolConfig::builder()

@@ -74,11 +74,11 @@ pub struct PgClient {
 /// What a server said about its role in its startup parameter statuses
 /// (PostgreSQL 14 and later send both; older servers neither).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct ReportedRole {
+pub(crate) struct ReportedRole {
     /// `in_hot_standby`: `Some(true)` on a standby.
-    pub(super) in_hot_standby: Option<bool>,
+    pub(crate) in_hot_standby: Option<bool>,
     /// `default_transaction_read_only`.
-    pub(super) default_read_only: Option<bool>,
+    pub(crate) default_read_only: Option<bool>,
 }
 
 impl ReportedRole {
@@ -136,7 +136,7 @@ impl PgClient {
     }
 
     /// What the server reported about its role at startup.
-    pub(super) fn reported_role(&self) -> ReportedRole {
+    pub(crate) fn reported_role(&self) -> ReportedRole {
         self.reported
     }
 
@@ -200,7 +200,7 @@ impl PgClient {
 
     /// Whether a query on this connection itself failed with a SQLSTATE
     /// that says its server turned read-only or is going away.
-    pub(super) fn saw_server_gone(&self) -> bool {
+    pub(crate) fn saw_server_gone(&self) -> bool {
         self.host.saw_server_gone()
     }
 

@@ -398,7 +398,7 @@ impl<Tls> PostgresManager<Tls> {
     /// Retires every connection this manager opened so far, as a
     /// read-only or going-away error on each of its servers would: the pool
     /// closes them on return and refuses them at checkout.
-    pub(super) fn retire_all(&self) {
+    pub(crate) fn retire_connections(&self) {
         self.hosts.retire_all();
     }
 }

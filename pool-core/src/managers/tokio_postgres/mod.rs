@@ -161,20 +161,19 @@ mod client;
 mod driver;
 mod error;
 mod failover;
-mod hosts;
 mod manager;
 mod session;
 mod timeout;
 mod transaction;
 
+/// The host pool over this manager (also at [`crate::managers::hosts`]).
+pub use crate::managers::hosts::{
+    HostConnection, HostEvent, HostPool, HostPoolBuilder, HostPoolError, HostStatus, HostTls,
+    ServerRole, SessionTarget,
+};
 pub use cache::StatementCacheStats;
 pub use client::{PgClient, PgStatement};
 pub use error::{BoxError, PgConfigError, PgError};
-pub use hosts::{
-    HostConfigError, HostConnection, HostEvent, HostInfo, HostManager, HostPool, HostPoolBuilder,
-    HostPoolError, HostStatus, HostTls, LoadBalanceHosts, ServerRole, SessionTarget,
-    UnknownSessionTarget, DEFAULT_RECHECK_GAP, DEFAULT_RECHECK_INTERVAL,
-};
 pub use manager::{
     PasswordFuture, PostgresManager, ResetMode, DEFAULT_KEEPALIVE_IDLE, DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_KEEPALIVE_RETRIES,

@@ -54,7 +54,7 @@ impl HostStatus {
 
 /// What happened to a host pool or one of its hosts, as sent to
 /// [`HostPool::subscribe`](super::HostPool::subscribe) and logged through
-/// `tracing` (target `pool_core::managers::tokio_postgres::hosts`).
+/// `tracing` (target `pool_core::managers::hosts`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HostEvent {
@@ -146,7 +146,7 @@ impl HostEvent {
 }
 
 /// The `tracing` target of the events.
-const TARGET: &str = "pool_core::managers::tokio_postgres::hosts";
+const TARGET: &str = "pool_core::managers::hosts";
 
 /// How many events a subscriber may fall behind before it misses some.
 pub(super) const EVENT_CAPACITY: usize = 256;

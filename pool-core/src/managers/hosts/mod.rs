@@ -1,29 +1,34 @@
-//! [`HostPool`]: one handle over a primary and its standbys, with one pool
-//! per host.
+//! [`HostPool`]: one handle over a PostgreSQL primary and its standbys,
+//! with one pool per host, for the tokio-postgres manager (feature
+//! `tokio-postgres`, [`HostPool::builder`]) and sqlx's `PgConnection`
+//! (feature `sqlx-postgres`, [`HostPool::sqlx_builder`]).
 //!
-//! The hosts come from a `tokio_postgres::Config` listing several
-//! (`host=db1,db2,db3`), as libpq takes them. Each host gets a [`Pool`] of
-//! its own, so each has its own hard bound (`max_size` of the
-//! [`PoolConfig`] given), its own metrics (the config's name as the `pool`
-//! label, `host:port` as the `host` label) and its own holders. A
-//! checkout names a [`SessionTarget`] with libpq's `target_session_attrs`
-//! meanings; [`HostPool::write`] asks for `read-write`, [`HostPool::read`]
-//! for the read target (`prefer-standby` unless set otherwise).
+//! Each host gets a [`Pool`] of its own, so each has its own hard bound
+//! (`max_size` of the [`PoolConfig`] given), its own metrics (the config's
+//! name as the `pool` label, `host:port` as the `host` label) and its own
+//! holders. A checkout names a [`SessionTarget`] with libpq's
+//! `target_session_attrs` meanings; [`HostPool::write`] asks for
+//! `read-write`, [`HostPool::read`] for the read target (`prefer-standby`
+//! unless set otherwise).
 //!
 //! # Roles and rechecks
 //!
-//! Every new connection learns its server's role: from the
-//! `in_hot_standby` and `default_transaction_read_only` parameter statuses
-//! that PostgreSQL 14 and later send at startup, else with one query
+//! Every new connection learns its server's role: with tokio-postgres from
+//! the `in_hot_standby` and `default_transaction_read_only` parameter
+//! statuses that PostgreSQL 14 and later send at startup, else (and always
+//! with sqlx, which does not expose them) with one query
 //! (`pg_is_in_recovery()` and `transaction_read_only`). The host's status
-//! ([`HostStatus`]) follows what the last connect or check said. A
-//! connection whose query fails with a SQLSTATE that says its server turned
-//! read-only (`25006`) or is going away is retired with every older
-//! connection to that server (see the [failover](super#failover) notes),
-//! and its host's role becomes unknown until checked again; a role check
-//! that finds a writable host read-only retires its connections too. So a
-//! write checkout is handed a connection only from a host last seen
-//! writable, and never one that saw its server turn read-only.
+//! ([`HostStatus`]) follows what the last connect or check said. With
+//! tokio-postgres, a connection whose query through the
+//! [`PgClient`](crate::managers::tokio_postgres::PgClient) fails with a
+//! SQLSTATE that says its server turned read-only (`25006`) or is going
+//! away is retired with every older connection to that server, and its
+//! host's role becomes unknown until checked again; a role check that
+//! finds a writable host read-only retires its connections too. So a write
+//! checkout is handed a connection only from a host last seen writable.
+//! sqlx connections are not watched that way (the pool sees none of their
+//! query errors): a sqlx host that turns read-only in place is found by the
+//! next check.
 //!
 //! Hosts are checked again in the background every
 //! [`recheck_interval`](HostPoolBuilder::recheck_interval) (pgjdbc's
@@ -40,14 +45,15 @@
 //! [`HostPool::subscribe`] returns a broadcast receiver of [`HostEvent`]s:
 //! host up, host down, role changed (promotion, demotion), every host down,
 //! recovered, a host's pool exhausted. The same facts are logged through
-//! `tracing`.
+//! `tracing` (target `pool_core::managers::hosts`).
 //!
 //! ```no_run
-//! use pool_core::managers::tokio_postgres::{HostPool, SessionTarget};
+//! # #[cfg(feature = "tokio-postgres")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use pool_core::managers::hosts::{HostPool, SessionTarget};
 //! use pool_core::PoolConfig;
 //! use tokio_postgres::NoTls;
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let pg: tokio_postgres::Config = "host=db1,db2,db3 user=app dbname=shop".parse()?;
 //! let pool = HostPool::builder(pg, NoTls)
 //!     .pool_config(PoolConfig::builder().name("shop").max_size(20).build()?)
@@ -66,8 +72,12 @@
 //! # }
 //! ```
 
+#[cfg(feature = "tokio-postgres")]
+mod postgres;
 mod registry;
 mod role;
+#[cfg(feature = "sqlx-postgres")]
+mod sqlx;
 
 use std::fmt;
 use std::future::Future;
@@ -81,87 +91,90 @@ use pool_api::{
     async_trait, ConfigError, Holder, ManageConnection, PoolConfig, PoolError, PoolState,
 };
 use tokio::sync::broadcast;
-use tokio_postgres::config::{Host, LoadBalanceHosts as DriverLoadBalance};
-use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::{Config, Socket};
 
+#[cfg(feature = "tokio-postgres")]
+pub use postgres::HostTls;
 pub use registry::{HostEvent, HostStatus};
 pub use role::{LoadBalanceHosts, ServerRole, SessionTarget, UnknownSessionTarget};
 
-use super::{PgClient, PgConfigError, PgError, PostgresManager};
 use crate::{Pool, PooledConnection};
 use registry::Registry;
 
-/// The TLS connectors a host pool works with: what
-/// [`PostgresManager`] needs to connect, named once. Every connector that
-/// `PostgresManager` takes (`NoTls`, `postgres-native-tls`,
-/// `tokio-postgres-rustls`) has it.
-pub trait HostTls:
-    MakeTlsConnect<Socket, Stream: Send, TlsConnect: Send + TlsConnect<Socket, Future: Send>>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
+/// The role query for servers that do not report their role at startup.
+pub(crate) const ROLE_SQL: &str =
+    "SELECT pg_is_in_recovery()::text, current_setting('transaction_read_only')";
 
-impl<T> HostTls for T where
-    T: MakeTlsConnect<Socket, Stream: Send, TlsConnect: Send + TlsConnect<Socket, Future: Send>>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
+/// The role from [`ROLE_SQL`]'s two text columns.
+pub(crate) fn role_from_text(in_recovery: Option<&str>, read_only: Option<&str>) -> ServerRole {
+    match in_recovery {
+        Some("false") => ServerRole::from_flags(false, read_only != Some("off")),
+        // Anything but a plain "not in recovery" is taken as a standby:
+        // never route writes on a doubt.
+        _ => ServerRole::Standby,
+    }
 }
-
-/// The role query for servers that do not report `in_hot_standby`.
-const ROLE_SQL: &str = "SELECT pg_is_in_recovery()::text, current_setting('transaction_read_only')";
 
 /// Default [`HostPoolBuilder::recheck_interval`].
 pub const DEFAULT_RECHECK_INTERVAL: Duration = Duration::from_secs(10);
 /// Default [`HostPoolBuilder::recheck_gap`].
 pub const DEFAULT_RECHECK_GAP: Duration = Duration::from_millis(100);
 
-/// The role of the server `conn` talks to: from its startup parameter
-/// statuses when it sent both, else asked.
-async fn role_of(conn: &PgClient) -> Result<ServerRole, PgError> {
-    let reported = conn.reported_role();
-    if let (Some(in_recovery), Some(read_only)) =
-        (reported.in_hot_standby, reported.default_read_only)
-    {
-        return Ok(ServerRole::from_flags(in_recovery, read_only));
-    }
-    query_role(conn).await
-}
+/// A manager a [`HostPool`] runs one host's connections with: it knows how
+/// to learn its server's role. Implemented by
+/// [`PostgresManager`](crate::managers::tokio_postgres::PostgresManager)
+/// (feature `tokio-postgres`) and
+/// [`SqlxManager<PgConnection>`](crate::managers::sqlx::SqlxManager)
+/// (feature `sqlx-postgres`); sealed.
+pub trait HostBackend: ManageConnection + sealed::Backend {}
 
-/// Asks the server `conn` talks to for its role now.
-async fn query_role(conn: &PgClient) -> Result<ServerRole, PgError> {
-    let rows = conn.client().simple_query(ROLE_SQL).await?;
-    let row = rows.iter().find_map(|m| match m {
-        tokio_postgres::SimpleQueryMessage::Row(row) => Some((row.get(0), row.get(1))),
-        _ => None,
-    });
-    Ok(match row {
-        Some((in_recovery, read_only)) => {
-            ServerRole::from_flags(in_recovery == Some("true"), read_only == Some("on"))
+pub(crate) mod sealed {
+    use super::*;
+
+    /// The role checks of one kind of manager; not nameable outside the
+    /// crate, which seals [`HostBackend`].
+    #[async_trait]
+    pub trait Backend: ManageConnection {
+        /// The role of the server a connection just opened talks to (from
+        /// what it reported at startup where it can, else asked).
+        async fn startup_role(
+            &self,
+            conn: &mut Self::Connection,
+        ) -> Result<ServerRole, Self::Error>;
+
+        /// Asks the server a connection talks to for its role now.
+        async fn current_role(
+            &self,
+            conn: &mut Self::Connection,
+        ) -> Result<ServerRole, Self::Error>;
+
+        /// Whether a query on this connection itself saw its server turn
+        /// read-only or go away.
+        fn saw_server_gone(&self, _conn: &Self::Connection) -> bool {
+            false
         }
-        // No row cannot happen for this query; take the safe answer.
-        None => ServerRole::Standby,
-    })
+
+        /// Whether this connection must not be handed out (retired).
+        fn is_retired(&self, _conn: &Self::Connection) -> bool {
+            false
+        }
+
+        /// Retires every connection opened so far.
+        fn retire_all(&self) {}
+    }
 }
 
-/// The manager of one host's pool: a [`PostgresManager`] for that host
+/// The manager of one host's pool: the backend's manager for that host
 /// alone, which tells the host pool what each connect and each retired
 /// connection says about its server. Made by [`HostPoolBuilder::build`].
-pub struct HostManager<Tls> {
-    inner: PostgresManager<Tls>,
+pub struct HostManager<M> {
+    inner: M,
     registry: Arc<Registry>,
     index: usize,
 }
 
-impl<Tls> HostManager<Tls> {
+impl<M> HostManager<M> {
     /// The manager of this host's connections.
-    pub fn postgres(&self) -> &PostgresManager<Tls> {
+    pub fn backend(&self) -> &M {
         &self.inner
     }
 
@@ -169,7 +182,9 @@ impl<Tls> HostManager<Tls> {
     pub fn host(&self) -> &str {
         &self.registry.hosts[self.index].addr
     }
+}
 
+impl<M: HostBackend> HostManager<M> {
     /// Records `role` for this host, retiring its connections when it is
     /// no longer writable but was.
     fn observed(&self, role: ServerRole) {
@@ -179,25 +194,22 @@ impl<Tls> HostManager<Tls> {
     }
 }
 
-impl<Tls> fmt::Debug for HostManager<Tls> {
+impl<M: fmt::Debug> fmt::Debug for HostManager<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostManager")
             .field("host", &self.host())
-            .field("postgres", &self.inner)
+            .field("backend", &self.inner)
             .finish()
     }
 }
 
 #[async_trait]
-impl<Tls> ManageConnection for HostManager<Tls>
-where
-    Tls: HostTls,
-{
-    type Connection = PgClient;
-    type Error = PgError;
+impl<M: HostBackend> ManageConnection for HostManager<M> {
+    type Connection = M::Connection;
+    type Error = M::Error;
 
-    async fn connect(&self) -> Result<PgClient, PgError> {
-        let conn = match self.inner.connect().await {
+    async fn connect(&self) -> Result<M::Connection, M::Error> {
+        let mut conn = match self.inner.connect().await {
             Ok(conn) => conn,
             Err(e) => {
                 if !self.inner.is_capacity_refusal(&e) {
@@ -206,7 +218,7 @@ where
                 return Err(e);
             }
         };
-        match role_of(&conn).await {
+        match self.inner.startup_role(&mut conn).await {
             Ok(role) => {
                 self.observed(role);
                 Ok(conn)
@@ -218,22 +230,22 @@ where
         }
     }
 
-    async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
+    async fn is_valid(&self, conn: &mut M::Connection) -> Result<(), M::Error> {
         self.inner.is_valid(conn).await
     }
 
-    fn has_broken(&self, conn: &mut PgClient) -> bool {
-        if conn.saw_server_gone() {
+    fn has_broken(&self, conn: &mut M::Connection) -> bool {
+        if self.inner.saw_server_gone(conn) {
             self.registry.suspect(self.index);
         }
         self.inner.has_broken(conn)
     }
 
-    fn is_capacity_refusal(&self, error: &PgError) -> bool {
+    fn is_capacity_refusal(&self, error: &M::Error) -> bool {
         self.inner.is_capacity_refusal(error)
     }
 
-    async fn close(&self, conn: PgClient) {
+    async fn close(&self, conn: M::Connection) {
         self.inner.close(conn).await;
     }
 
@@ -241,30 +253,32 @@ where
         self.inner.awaits_close()
     }
 
-    fn needs_reset(&self, conn: &mut PgClient) -> bool {
+    fn needs_reset(&self, conn: &mut M::Connection) -> bool {
         self.inner.needs_reset(conn)
     }
 
-    async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
+    async fn reset(&self, conn: &mut M::Connection) -> Result<(), M::Error> {
         self.inner.reset(conn).await
     }
 }
 
+/// A boxed error from a manager customisation.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a host pool could not be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum HostConfigError {
-    /// The config lists no host.
+    /// No host is listed.
     NoHost,
-    /// The config lists a number of ports that is neither 0, 1 nor the
-    /// number of hosts.
+    /// A number of ports that is neither 0, 1 nor the number of hosts.
     PortCount {
         /// Hosts listed.
         hosts: usize,
         /// Ports listed.
         ports: usize,
     },
-    /// The config lists `hostaddr`s, but not one per host.
+    /// `hostaddr`s listed, but not one per host.
     HostaddrCount {
         /// Hosts listed.
         hosts: usize,
@@ -275,27 +289,27 @@ pub enum HostConfigError {
     ZeroRecheck,
     /// The pool config is refused (its `host` label is already taken, say).
     Pool(ConfigError),
-    /// The manager's settings are refused.
-    Manager(PgConfigError),
+    /// The manager customisation
+    /// ([`HostPoolBuilder::manager`]) failed; its error is the source.
+    Manager(BoxError),
 }
 
 impl fmt::Display for HostConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NoHost => f.write_str("the host pool's config lists no host"),
+            Self::NoHost => f.write_str("the host pool lists no host"),
             Self::PortCount { hosts, ports } => write!(
                 f,
-                "the host pool's config lists {hosts} hosts and {ports} ports: give one port, \
-                 or one per host"
+                "the host pool lists {hosts} hosts and {ports} ports: give one port, or one per \
+                 host"
             ),
             Self::HostaddrCount { hosts, hostaddrs } => write!(
                 f,
-                "the host pool's config lists {hosts} hosts and {hostaddrs} hostaddrs: give one \
-                 per host"
+                "the host pool lists {hosts} hosts and {hostaddrs} hostaddrs: give one per host"
             ),
             Self::ZeroRecheck => f.write_str("the host recheck interval and gap must not be zero"),
             Self::Pool(e) => write!(f, "host pool: {e}"),
-            Self::Manager(e) => write!(f, "host pool: {e}"),
+            Self::Manager(e) => write!(f, "host pool manager settings: {e}"),
         }
     }
 }
@@ -304,16 +318,17 @@ impl std::error::Error for HostConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Pool(e) => Some(e),
-            Self::Manager(e) => Some(e),
+            Self::Manager(e) => Some(&**e),
             _ => None,
         }
     }
 }
 
-/// What a host pool checkout or build can fail with.
+/// What a host pool checkout or build can fail with; `E` is the manager's
+/// error.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum HostPoolError {
+pub enum HostPoolError<E> {
     /// No host of the role wanted answered: none is known to have it, or
     /// every one that has it failed to connect. Returned at once (the
     /// hosts are rechecked in the background), so a write checkout during
@@ -326,14 +341,14 @@ pub enum HostPoolError {
         /// The last connect error seen by this checkout, as text.
         last_error: Option<String>,
     },
-    /// The checkout from the chosen host failed: its time limit passed
+    /// The checkout from the chosen host ran out of time
     /// ([`PoolError::Timeout`]: every connection in use, or a connect that
     /// did not finish).
     Pool {
         /// `host:port`.
         host: Arc<str>,
         /// The host pool's error.
-        error: PoolError<PgError>,
+        error: PoolError<E>,
     },
     /// The host pool was closed.
     Closed,
@@ -346,7 +361,7 @@ pub enum HostPoolError {
     },
 }
 
-impl fmt::Display for HostPoolError {
+impl<E: fmt::Display> fmt::Display for HostPoolError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoHost {
@@ -383,7 +398,7 @@ impl fmt::Display for HostPoolError {
     }
 }
 
-impl std::error::Error for HostPoolError {
+impl<E: std::error::Error + 'static> std::error::Error for HostPoolError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Pool { error, .. } => Some(error),
@@ -393,33 +408,32 @@ impl std::error::Error for HostPoolError {
     }
 }
 
-impl From<HostConfigError> for HostPoolError {
+impl<E> From<HostConfigError> for HostPoolError<E> {
     fn from(e: HostConfigError) -> Self {
         Self::Config(e)
     }
 }
 
-/// A manager customisation, applied to each host's manager.
-type Customize<Tls> =
-    Box<dyn Fn(PostgresManager<Tls>) -> Result<PostgresManager<Tls>, PgConfigError> + Send + Sync>;
-
-/// Builds a [`HostPool`]; made by [`HostPool::builder`].
-pub struct HostPoolBuilder<Tls> {
-    config: Config,
-    tls: Tls,
+/// Builds a [`HostPool`]; made by [`HostPool::builder`] (tokio-postgres)
+/// or [`HostPool::sqlx_builder`] (sqlx).
+pub struct HostPoolBuilder<M> {
+    /// Each host's name and manager, or why they could not be made.
+    hosts: Result<Vec<(Arc<str>, M)>, HostConfigError>,
     pool_config: PoolConfig,
-    customize: Option<Customize<Tls>>,
     read_target: SessionTarget,
     load_balance: LoadBalanceHosts,
     recheck_interval: Duration,
     recheck_gap: Duration,
 }
 
-impl<Tls> fmt::Debug for HostPoolBuilder<Tls> {
+impl<M> fmt::Debug for HostPoolBuilder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hosts: Result<Vec<&str>, _> = self
+            .hosts
+            .as_ref()
+            .map(|h| h.iter().map(|(name, _)| &**name).collect());
         f.debug_struct("HostPoolBuilder")
-            .field("hosts", &self.config.get_hosts())
-            .field("ports", &self.config.get_ports())
+            .field("hosts", &hosts)
             .field("pool_config", &self.pool_config)
             .field("read_target", &self.read_target)
             .field("load_balance", &self.load_balance)
@@ -429,10 +443,20 @@ impl<Tls> fmt::Debug for HostPoolBuilder<Tls> {
     }
 }
 
-impl<Tls> HostPoolBuilder<Tls>
-where
-    Tls: HostTls,
-{
+impl<M: HostBackend> HostPoolBuilder<M> {
+    /// A builder over `hosts` (each `host:port` with its manager), with the
+    /// defaults.
+    fn over(hosts: Result<Vec<(Arc<str>, M)>, HostConfigError>) -> Self {
+        Self {
+            hosts,
+            pool_config: PoolConfig::default(),
+            read_target: SessionTarget::PreferStandby,
+            load_balance: LoadBalanceHosts::Disable,
+            recheck_interval: DEFAULT_RECHECK_INTERVAL,
+            recheck_gap: DEFAULT_RECHECK_GAP,
+        }
+    }
+
     /// The settings of each host's pool: its `max_size` is the hard bound
     /// of every host, its name the `pool` label of every host's series
     /// (each also gets a `host` label). Defaults to
@@ -443,23 +467,31 @@ where
         self
     }
 
-    /// Applied to each host's [`PostgresManager`] (reset mode, keepalive,
-    /// statement cache, password provider, ...).
+    /// Applied to each host's manager (reset mode, keepalive, password
+    /// provider, fleet budget, ...); an error fails
+    /// [`build`](Self::build) with [`HostConfigError::Manager`].
     #[must_use]
-    pub fn manager<F>(mut self, customize: F) -> Self
+    pub fn manager<F, E>(mut self, customize: F) -> Self
     where
-        F: Fn(PostgresManager<Tls>) -> Result<PostgresManager<Tls>, PgConfigError>
-            + Send
-            + Sync
-            + 'static,
+        F: Fn(M) -> Result<M, E>,
+        E: std::error::Error + Send + Sync + 'static,
     {
-        self.customize = Some(Box::new(customize));
+        self.hosts = self.hosts.and_then(|hosts| {
+            hosts
+                .into_iter()
+                .map(|(name, m)| {
+                    customize(m)
+                        .map(|m| (name, m))
+                        .map_err(|e| HostConfigError::Manager(Box::new(e)))
+                })
+                .collect()
+        });
         self
     }
 
     /// What [`HostPool::read`] asks for. Defaults to
-    /// [`SessionTarget::PreferStandby`]: a standby, else the primary;
-    /// [`SessionTarget::Standby`] never falls back.
+    /// [`SessionTarget::PreferStandby`]: a standby, else any host that is
+    /// up; [`SessionTarget::Standby`] never falls back.
     #[must_use]
     pub fn read_target(mut self, target: SessionTarget) -> Self {
         self.read_target = target;
@@ -467,7 +499,7 @@ where
     }
 
     /// The order hosts of one role are tried in, libpq's
-    /// `load_balance_hosts`. Defaults to what the config says
+    /// `load_balance_hosts`. Defaults to what a tokio-postgres config says
     /// (`load_balance_hosts=random` in a connection string), else
     /// [`LoadBalanceHosts::Disable`].
     #[must_use]
@@ -499,10 +531,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`HostPoolError::Config`] for a config that lists no host, mismatched
-    /// ports or hostaddrs, a zero recheck setting, or settings the pool or
-    /// the manager refuse; [`HostPoolError::Unreachable`] when no host
-    /// answered the first check.
+    /// [`HostPoolError::Config`] for no host, mismatched ports or
+    /// hostaddrs, a zero recheck setting, a failed manager customisation,
+    /// or a pool config that refuses the `host` label;
+    /// [`HostPoolError::Unreachable`] when no host answered the first check.
     ///
     /// # Panics
     ///
@@ -510,58 +542,30 @@ where
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future closes the host pools it had built.
-    pub async fn build(self) -> Result<HostPool<Tls>, HostPoolError> {
+    /// Dropping the future drops the host pools it had built, which closes
+    /// them.
+    pub async fn build(self) -> Result<HostPool<M>, HostPoolError<M::Error>> {
         if self.recheck_interval.is_zero() || self.recheck_gap.is_zero() {
             return Err(HostConfigError::ZeroRecheck.into());
         }
-        let hosts = self.config.get_hosts();
-        let ports = self.config.get_ports();
-        let addrs = self.config.get_hostaddrs();
+        let hosts = self.hosts?;
         if hosts.is_empty() {
             return Err(HostConfigError::NoHost.into());
         }
-        if ports.len() > 1 && ports.len() != hosts.len() {
-            return Err(HostConfigError::PortCount {
-                hosts: hosts.len(),
-                ports: ports.len(),
-            }
-            .into());
-        }
-        if !addrs.is_empty() && addrs.len() != hosts.len() {
-            return Err(HostConfigError::HostaddrCount {
-                hosts: hosts.len(),
-                hostaddrs: addrs.len(),
-            }
-            .into());
-        }
-        let port = |i: usize| match ports.len() {
-            0 => 5432,
-            1 => ports[0],
-            _ => ports[i],
-        };
-        let names: Vec<Arc<str>> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| Arc::from(label(h, port(i))))
-            .collect();
-        let registry = Arc::new(Registry::new(names.clone()));
+        let registry = Arc::new(Registry::new(
+            hosts.iter().map(|(name, _)| Arc::clone(name)).collect(),
+        ));
         let mut pools = Vec::with_capacity(hosts.len());
-        for (i, host) in hosts.iter().enumerate() {
-            let config = single_host(&self.config, host, addrs.get(i).copied(), port(i));
-            let mut manager = PostgresManager::new(config, self.tls.clone());
-            if let Some(customize) = &self.customize {
-                manager = customize(manager).map_err(HostConfigError::Manager)?;
-            }
+        for (index, (name, manager)) in hosts.into_iter().enumerate() {
             let pool_config = self
                 .pool_config
                 .clone()
-                .with_metric_label("host", &*names[i])
+                .with_metric_label("host", &*name)
                 .map_err(HostConfigError::Pool)?;
             let manager = HostManager {
                 inner: manager,
                 registry: Arc::clone(&registry),
-                index: i,
+                index,
             };
             pools.push(Pool::new_lazy(manager, pool_config));
         }
@@ -589,72 +593,10 @@ where
     }
 }
 
-/// `host:port` for the `host` label and the events.
-fn label(host: &Host, port: u16) -> String {
-    match host {
-        Host::Tcp(name) => format!("{name}:{port}"),
-        #[cfg(unix)]
-        Host::Unix(path) => format!("{}:{port}", path.display()),
-    }
-}
-
-/// `base` with its host list replaced by `host` alone; every other setting
-/// that `tokio_postgres::Config` exposes is carried over.
-fn single_host(
-    base: &Config,
-    host: &Host,
-    hostaddr: Option<std::net::IpAddr>,
-    port: u16,
-) -> Config {
-    let mut c = Config::new();
-    match host {
-        Host::Tcp(name) => c.host(name),
-        #[cfg(unix)]
-        Host::Unix(path) => c.host_path(path),
-    };
-    if let Some(addr) = hostaddr {
-        c.hostaddr(addr);
-    }
-    c.port(port);
-    if let Some(user) = base.get_user() {
-        c.user(user);
-    }
-    if let Some(password) = base.get_password() {
-        c.password(password);
-    }
-    if let Some(db) = base.get_dbname() {
-        c.dbname(db);
-    }
-    if let Some(options) = base.get_options() {
-        c.options(options);
-    }
-    if let Some(app) = base.get_application_name() {
-        c.application_name(app);
-    }
-    c.ssl_mode(base.get_ssl_mode())
-        .ssl_negotiation(base.get_ssl_negotiation())
-        .channel_binding(base.get_channel_binding())
-        .keepalives(base.get_keepalives())
-        .keepalives_idle(base.get_keepalives_idle());
-    if let Some(t) = base.get_connect_timeout() {
-        c.connect_timeout(*t);
-    }
-    if let Some(t) = base.get_tcp_user_timeout() {
-        c.tcp_user_timeout(*t);
-    }
-    if let Some(i) = base.get_keepalives_interval() {
-        c.keepalives_interval(i);
-    }
-    if let Some(r) = base.get_keepalives_retries() {
-        c.keepalives_retries(r);
-    }
-    c
-}
-
 /// What every handle of one host pool shares.
-struct Inner<Tls: HostTls> {
+struct Inner<M: HostBackend> {
     registry: Arc<Registry>,
-    pools: Vec<Pool<HostManager<Tls>>>,
+    pools: Vec<Pool<HostManager<M>>>,
     read_target: SessionTarget,
     load_balance: LoadBalanceHosts,
     acquire_timeout: Duration,
@@ -662,17 +604,14 @@ struct Inner<Tls: HostTls> {
     closed: AtomicBool,
 }
 
-impl<Tls: HostTls> Drop for Inner<Tls> {
+impl<M: HostBackend> Drop for Inner<M> {
     fn drop(&mut self) {
         // The rechecker holds a weak handle: wake it so it sees the end.
         self.registry.recheck.notify_one();
     }
 }
 
-impl<Tls> Inner<Tls>
-where
-    Tls: HostTls,
-{
+impl<M: HostBackend> Inner<M> {
     /// The hosts to try for `target`: on the first pass those known to
     /// fit, then those of unknown role; on the second (`prefer-standby`
     /// only) the other hosts that are up.
@@ -697,7 +636,7 @@ where
         &self,
         target: SessionTarget,
         site: &'static Location<'static>,
-    ) -> Result<HostConnection<Tls>, HostPoolError> {
+    ) -> Result<HostConnection<M>, HostPoolError<M::Error>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(HostPoolError::Closed);
         }
@@ -709,7 +648,7 @@ where
             }
             for i in self.order(target, second_pass) {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let conn = match self.pools[i].get_for(left, site).await {
+                let mut conn = match self.pools[i].get_for(left, site).await {
                     Ok(conn) => conn,
                     Err(PoolError::Closed) => return Err(HostPoolError::Closed),
                     Err(error @ PoolError::Timeout { .. }) => {
@@ -731,13 +670,14 @@ where
                         continue;
                     }
                 };
+                let manager = self.pools[i].manager();
                 let role = match self.registry.status(i) {
                     HostStatus::Up(role) => role,
                     // Unknown since the checkout began: ask this connection.
-                    _ => match query_role(&conn).await {
+                    _ => match manager.inner.current_role(&mut conn).await {
                         Ok(role) => {
                             if self.registry.up(i, role) {
-                                self.pools[i].manager().inner.retire_all();
+                                manager.inner.retire_all();
                                 conn.discard();
                                 continue;
                             }
@@ -756,7 +696,7 @@ where
                 } else {
                     target.accepts(role)
                 };
-                if fits && !conn.is_retired() {
+                if fits && !manager.inner.is_retired(&conn) {
                     return Ok(HostConnection {
                         conn,
                         host: Arc::clone(&self.registry.hosts[i].addr),
@@ -815,16 +755,13 @@ where
 /// Checks host `i`'s role on one of its pool's connections (an idle one,
 /// or a new one within `timeout`); a host whose every connection is in use
 /// is left as it is.
-async fn probe<Tls>(
-    pool: &Pool<HostManager<Tls>>,
+async fn probe<M: HostBackend>(
+    pool: &Pool<HostManager<M>>,
     registry: &Registry,
     i: usize,
     timeout: Duration,
-) -> Result<(), String>
-where
-    Tls: HostTls,
-{
-    let conn = match pool.try_get() {
+) -> Result<(), String> {
+    let mut conn = match pool.try_get() {
         Some(conn) => conn,
         None => {
             let state = pool.state();
@@ -843,10 +780,11 @@ where
             }
         }
     };
-    match query_role(&conn).await {
+    let manager = pool.manager();
+    match manager.inner.current_role(&mut conn).await {
         Ok(role) => {
             if registry.up(i, role) {
-                pool.manager().inner.retire_all();
+                manager.inner.retire_all();
             }
             Ok(())
         }
@@ -860,14 +798,12 @@ where
 
 /// Checks every host at each `interval`, and when woken, at most once per
 /// `gap`; ends when the host pool is dropped or closed.
-async fn recheck_loop<Tls>(
-    pool: Weak<Inner<Tls>>,
+async fn recheck_loop<M: HostBackend>(
+    pool: Weak<Inner<M>>,
     registry: Arc<Registry>,
     interval: Duration,
     gap: Duration,
-) where
-    Tls: HostTls,
-{
+) {
     loop {
         // Woken or timed out: either way, check.
         let _ = tokio::time::timeout(interval, registry.recheck.notified()).await;
@@ -883,11 +819,11 @@ async fn recheck_loop<Tls>(
 
 /// One handle over a primary and its standbys, one pool per host; see the
 /// [module docs](self). Clones share the host pool.
-pub struct HostPool<Tls: HostTls> {
-    inner: Arc<Inner<Tls>>,
+pub struct HostPool<M: HostBackend> {
+    inner: Arc<Inner<M>>,
 }
 
-impl<Tls: HostTls> Clone for HostPool<Tls> {
+impl<M: HostBackend> Clone for HostPool<M> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
@@ -895,49 +831,17 @@ impl<Tls: HostTls> Clone for HostPool<Tls> {
     }
 }
 
-impl<Tls: HostTls> fmt::Debug for HostPool<Tls> {
+impl<M: HostBackend> fmt::Debug for HostPool<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let hosts: Vec<_> = (0..self.inner.pools.len())
-            .map(|i| {
-                (
-                    self.inner.registry.hosts[i].addr.to_string(),
-                    self.inner.registry.status(i),
-                )
-            })
-            .collect();
         f.debug_struct("HostPool")
-            .field("hosts", &hosts)
+            .field("hosts", &self.inner.statuses())
             .field("read_target", &self.inner.read_target)
             .field("load_balance", &self.inner.load_balance)
             .finish_non_exhaustive()
     }
 }
 
-impl<Tls> HostPool<Tls>
-where
-    Tls: HostTls,
-{
-    /// A builder over the hosts `config` lists (`host=a,b,c`, with one port
-    /// or one per host); every other setting of `config` applies to each
-    /// host. Its `target_session_attrs` is not used: each checkout names
-    /// its own target. Its `load_balance_hosts` is the default order.
-    pub fn builder(config: Config, tls: Tls) -> HostPoolBuilder<Tls> {
-        let load_balance = match config.get_load_balance_hosts() {
-            DriverLoadBalance::Random => LoadBalanceHosts::Random,
-            _ => LoadBalanceHosts::Disable,
-        };
-        HostPoolBuilder {
-            config,
-            tls,
-            pool_config: PoolConfig::default(),
-            customize: None,
-            read_target: SessionTarget::PreferStandby,
-            load_balance,
-            recheck_interval: DEFAULT_RECHECK_INTERVAL,
-            recheck_gap: DEFAULT_RECHECK_GAP,
-        }
-    }
-
+impl<M: HostBackend> HostPool<M> {
     /// A connection to a host that fits `target` (libpq's
     /// `target_session_attrs` meanings): hosts known to fit first (in
     /// random order with [`LoadBalanceHosts::Random`]), then hosts of
@@ -959,7 +863,7 @@ where
     pub fn get(
         &self,
         target: SessionTarget,
-    ) -> impl Future<Output = Result<HostConnection<Tls>, HostPoolError>> + Send + '_ {
+    ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
         self.inner.get(target, site)
     }
@@ -977,7 +881,7 @@ where
     #[track_caller]
     pub fn write(
         &self,
-    ) -> impl Future<Output = Result<HostConnection<Tls>, HostPoolError>> + Send + '_ {
+    ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
         self.inner.get(SessionTarget::ReadWrite, site)
     }
@@ -996,7 +900,7 @@ where
     #[track_caller]
     pub fn read(
         &self,
-    ) -> impl Future<Output = Result<HostConnection<Tls>, HostPoolError>> + Send + '_ {
+    ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
         self.inner.get(self.inner.read_target, site)
     }
@@ -1012,9 +916,7 @@ where
     pub async fn close(&self) {
         self.inner.close().await;
     }
-}
 
-impl<Tls: HostTls> HostPool<Tls> {
     /// Events about the hosts from now on. A receiver that falls more than
     /// 256 events behind loses the oldest (`RecvError::Lagged`).
     pub fn subscribe(&self) -> broadcast::Receiver<HostEvent> {
@@ -1035,7 +937,7 @@ impl<Tls: HostTls> HostPool<Tls> {
 
     /// The pool of the host `host:port` (for its metrics, holders,
     /// resizing), if listed.
-    pub fn host_pool(&self, host: &str) -> Option<&Pool<HostManager<Tls>>> {
+    pub fn host_pool(&self, host: &str) -> Option<&Pool<HostManager<M>>> {
         let i = self
             .inner
             .registry
@@ -1072,20 +974,15 @@ pub struct HostInfo {
 }
 
 /// A connection checked out of a [`HostPool`]: dereferences to the
-/// [`PgClient`]; dropping it returns it to its host's pool.
-pub struct HostConnection<Tls>
-where
-    Tls: HostTls,
-{
-    conn: PooledConnection<HostManager<Tls>>,
+/// manager's connection (a `PgClient`, a `PgConnection`); dropping it
+/// returns it to its host's pool.
+pub struct HostConnection<M: HostBackend> {
+    conn: PooledConnection<HostManager<M>>,
     host: Arc<str>,
     role: ServerRole,
 }
 
-impl<Tls> HostConnection<Tls>
-where
-    Tls: HostTls,
-{
+impl<M: HostBackend> HostConnection<M> {
     /// `host:port` of its server.
     pub fn host(&self) -> &str {
         &self.host
@@ -1097,15 +994,12 @@ where
     }
 
     /// The pooled connection itself.
-    pub fn into_pooled(self) -> PooledConnection<HostManager<Tls>> {
+    pub fn into_pooled(self) -> PooledConnection<HostManager<M>> {
         self.conn
     }
 }
 
-impl<Tls> fmt::Debug for HostConnection<Tls>
-where
-    Tls: HostTls,
-{
+impl<M: HostBackend> fmt::Debug for HostConnection<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostConnection")
             .field("host", &self.host)
@@ -1114,22 +1008,16 @@ where
     }
 }
 
-impl<Tls> Deref for HostConnection<Tls>
-where
-    Tls: HostTls,
-{
-    type Target = PgClient;
+impl<M: HostBackend> Deref for HostConnection<M> {
+    type Target = M::Connection;
 
-    fn deref(&self) -> &PgClient {
+    fn deref(&self) -> &M::Connection {
         &self.conn
     }
 }
 
-impl<Tls> DerefMut for HostConnection<Tls>
-where
-    Tls: HostTls,
-{
-    fn deref_mut(&mut self) -> &mut PgClient {
+impl<M: HostBackend> DerefMut for HostConnection<M> {
+    fn deref_mut(&mut self) -> &mut M::Connection {
         &mut self.conn
     }
 }
@@ -1139,94 +1027,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_host_configs_keep_the_settings_and_drop_the_other_hosts() {
-        let base: Config = "host=a,b port=5433,5434 user=app password=pw dbname=shop \
-                            application_name=svc connect_timeout=3 keepalives_idle=7"
-            .parse()
-            .unwrap();
-        let one = single_host(&base, &base.get_hosts()[1], None, 5434);
-        assert_eq!(one.get_hosts(), [Host::Tcp("b".into())]);
-        assert_eq!(one.get_ports(), [5434]);
-        assert_eq!(one.get_user(), Some("app"));
-        assert_eq!(one.get_password(), Some(&b"pw"[..]));
-        assert_eq!(one.get_dbname(), Some("shop"));
-        assert_eq!(one.get_application_name(), Some("svc"));
-        assert_eq!(one.get_connect_timeout(), Some(&Duration::from_secs(3)));
-        assert_eq!(one.get_keepalives_idle(), Duration::from_secs(7));
-        assert_eq!(label(&base.get_hosts()[0], 5433), "a:5433");
-    }
-
-    #[tokio::test]
-    async fn bad_host_lists_are_refused() {
-        let check = |s: &'static str| async move {
-            let config: Config = s.parse().unwrap();
-            match HostPool::builder(config, tokio_postgres::NoTls)
-                .build()
-                .await
-            {
-                Err(HostPoolError::Config(e)) => e,
-                other => panic!("{s}: {other:?}"),
-            }
-        };
-        assert_eq!(check("user=app").await, HostConfigError::NoHost);
+    fn the_role_query_text_reads_as_libpq_would() {
         assert_eq!(
-            check("host=a,b,c port=1,2").await,
-            HostConfigError::PortCount { hosts: 3, ports: 2 }
+            role_from_text(Some("false"), Some("off")),
+            ServerRole::Primary
         );
-        let config: Config = "host=a".parse().unwrap();
-        let zero = HostPool::builder(config, tokio_postgres::NoTls)
-            .recheck_interval(Duration::ZERO)
-            .build()
-            .await;
-        assert!(matches!(
-            zero,
-            Err(HostPoolError::Config(HostConfigError::ZeroRecheck))
-        ));
-        let config: Config = "host=a".parse().unwrap();
-        let taken = HostPool::builder(config, tokio_postgres::NoTls)
-            .pool_config(
-                PoolConfig::builder()
-                    .metric_label("host", "mine")
-                    .build()
-                    .unwrap(),
-            )
-            .build()
-            .await;
-        let Err(HostPoolError::Config(HostConfigError::Pool(e))) = taken else {
-            panic!("{taken:?}");
-        };
-        assert_eq!(e.field(), "metric_label");
-    }
-
-    #[tokio::test]
-    async fn no_reachable_host_fails_the_build_with_every_error() {
-        // Two closed loopback ports.
-        let ports: Vec<u16> = (0..2)
-            .map(|_| {
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port()
-            })
-            .collect();
-        let config: Config = format!(
-            "host=127.0.0.1,127.0.0.1 port={},{} user=x connect_timeout=2",
-            ports[0], ports[1]
-        )
-        .parse()
-        .unwrap();
-        let err = HostPool::builder(config, tokio_postgres::NoTls)
-            .build()
-            .await
-            .unwrap_err();
-        let HostPoolError::Unreachable { errors } = &err else {
-            panic!("{err:?}");
-        };
-        assert_eq!(errors.len(), 2, "{err}");
-        assert!(
-            err.to_string().contains(&format!("127.0.0.1:{}", ports[1])),
-            "{err}"
+        assert_eq!(
+            role_from_text(Some("false"), Some("on")),
+            ServerRole::ReadOnlyPrimary
+        );
+        assert_eq!(
+            role_from_text(Some("true"), Some("on")),
+            ServerRole::Standby
+        );
+        assert_eq!(role_from_text(None, None), ServerRole::Standby);
+        assert_eq!(
+            role_from_text(Some("false"), None),
+            ServerRole::ReadOnlyPrimary,
+            "no answer is not a writable answer"
         );
     }
 }

@@ -47,7 +47,7 @@ impl fmt::Display for ServerRole {
 /// meanings. Parses from libpq's spellings (`"read-write"`, ...).
 ///
 /// ```
-/// use pool_core::managers::tokio_postgres::SessionTarget;
+/// use pool_core::managers::hosts::SessionTarget;
 ///
 /// let target: SessionTarget = "prefer-standby".parse()?;
 /// assert_eq!(target, SessionTarget::PreferStandby);
