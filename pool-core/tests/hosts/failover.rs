@@ -15,21 +15,21 @@ use tokio_postgres::NoTls;
 
 use super::{host_pool, hosts, primary_and_standby, SERIAL};
 
-const WRITERS: usize = 4;
-const READERS: usize = 4;
+pub(super) const WRITERS: usize = 4;
+pub(super) const READERS: usize = 4;
 /// Per-task pause between operations.
 const PAUSE: Duration = Duration::from_millis(5);
 /// The most operations one task runs, whatever happens.
 const MAX_OPS: usize = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub(super) enum Side {
     Write,
     Read,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
+pub(super) enum Outcome {
     /// Served by the server on this port.
     Ok(i32),
     /// No host of the role wanted (fail fast).
@@ -43,16 +43,16 @@ enum Outcome {
 }
 
 #[derive(Debug, Clone)]
-struct Op {
-    side: Side,
-    at: Instant,
-    outcome: Outcome,
+pub(super) struct Op {
+    pub(super) side: Side,
+    pub(super) at: Instant,
+    pub(super) outcome: Outcome,
 }
 
-type Log = Arc<Mutex<Vec<Op>>>;
+pub(super) type Log = Arc<Mutex<Vec<Op>>>;
 
-const WRITE_SQL: &str = "INSERT INTO t (port) SELECT inet_server_port() RETURNING port";
-const READ_SQL: &str = "SELECT inet_server_port()";
+pub(super) const WRITE_SQL: &str = "INSERT INTO t (port) SELECT inet_server_port() RETURNING port";
+pub(super) const READ_SQL: &str = "SELECT inet_server_port()";
 
 fn query_outcome(r: Result<tokio_postgres::Row, tokio_postgres::Error>) -> Outcome {
     match r {
@@ -61,7 +61,7 @@ fn query_outcome(r: Result<tokio_postgres::Row, tokio_postgres::Error>) -> Outco
     }
 }
 
-fn pool_outcome<E>(e: &PoolError<E>) -> Outcome {
+pub(super) fn pool_outcome<E>(e: &PoolError<E>) -> Outcome {
     if e.is_timeout() {
         Outcome::Timeout
     } else {
@@ -70,7 +70,7 @@ fn pool_outcome<E>(e: &PoolError<E>) -> Outcome {
 }
 
 /// Runs `op` in a loop until `stop`, logging each outcome.
-fn spawn_loop<F, Fut>(
+pub(super) fn spawn_loop<F, Fut>(
     side: Side,
     log: &Log,
     stop: &Arc<AtomicBool>,
@@ -98,7 +98,7 @@ where
 }
 
 /// Counts of each kind of outcome for one side.
-fn summary(ops: &[Op], side: Side) -> String {
+pub(super) fn summary(ops: &[Op], side: Side) -> String {
     let of = |f: &dyn Fn(&Outcome) -> bool| {
         ops.iter()
             .filter(|o| o.side == side && f(&o.outcome))

@@ -1,7 +1,8 @@
 //! The host pool (`HostPool`) against a primary and a streaming standby the
 //! tests build themselves (`initdb`, `pg_basebackup -R`, each in a temp dir
 //! on its own port): routing by role, per-host bounds, holders and events
-//! (`routing`), and a failover under a mixed load (`failover`).
+//! (`routing`), and a failover under a mixed load (`failover`; over sqlx's
+//! `PgConnection` in `sqlx_failover`, with the `sqlx-postgres` feature).
 #![cfg(feature = "tokio-postgres")]
 
 #[path = "../cluster/mod.rs"]
@@ -9,6 +10,8 @@ mod cluster;
 
 mod failover;
 mod routing;
+#[cfg(feature = "sqlx-postgres")]
+mod sqlx_failover;
 
 use std::time::Duration;
 
