@@ -414,11 +414,13 @@ impl<E> From<HostConfigError> for HostPoolError<E> {
     }
 }
 
+/// Each host's `host:port` name and manager, or why they could not be made.
+type NamedManagers<M> = Result<Vec<(Arc<str>, M)>, HostConfigError>;
+
 /// Builds a [`HostPool`]; made by [`HostPool::builder`] (tokio-postgres)
 /// or [`HostPool::sqlx_builder`] (sqlx).
 pub struct HostPoolBuilder<M> {
-    /// Each host's name and manager, or why they could not be made.
-    hosts: Result<Vec<(Arc<str>, M)>, HostConfigError>,
+    hosts: NamedManagers<M>,
     pool_config: PoolConfig,
     read_target: SessionTarget,
     load_balance: LoadBalanceHosts,
@@ -446,7 +448,7 @@ impl<M> fmt::Debug for HostPoolBuilder<M> {
 impl<M: HostBackend> HostPoolBuilder<M> {
     /// A builder over `hosts` (each `host:port` with its manager), with the
     /// defaults.
-    fn over(hosts: Result<Vec<(Arc<str>, M)>, HostConfigError>) -> Self {
+    fn over(hosts: NamedManagers<M>) -> Self {
         Self {
             hosts,
             pool_config: PoolConfig::default(),

@@ -10,7 +10,7 @@ use tokio_postgres::{Config, Socket};
 
 use super::{
     role_from_text, sealed, HostBackend, HostConfigError, HostPool, HostPoolBuilder,
-    LoadBalanceHosts, ServerRole, ROLE_SQL,
+    LoadBalanceHosts, NamedManagers, ServerRole, ROLE_SQL,
 };
 use crate::managers::tokio_postgres::{PgClient, PgError, PostgresManager};
 
@@ -96,10 +96,7 @@ impl<Tls: HostTls> HostPool<PostgresManager<Tls>> {
 }
 
 /// One manager per host `config` lists, with its `host:port` name.
-fn managers<Tls: HostTls>(
-    config: &Config,
-    tls: &Tls,
-) -> Result<Vec<(Arc<str>, PostgresManager<Tls>)>, HostConfigError> {
+fn managers<Tls: HostTls>(config: &Config, tls: &Tls) -> NamedManagers<PostgresManager<Tls>> {
     let hosts = config.get_hosts();
     let ports = config.get_ports();
     let addrs = config.get_hostaddrs();
