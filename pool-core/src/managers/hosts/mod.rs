@@ -330,9 +330,11 @@ impl std::error::Error for HostConfigError {
 #[non_exhaustive]
 pub enum HostPoolError<E> {
     /// No host of the role wanted answered: none is known to have it, or
-    /// every one that has it failed to connect. Returned at once (the
-    /// hosts are rechecked in the background), so a write checkout during
-    /// a failover fails fast instead of waiting out its timeout.
+    /// every one that has it (or whose role is unknown) failed to connect.
+    /// Returned as soon as the candidates are tried, without waiting for a
+    /// connection to come back (the hosts are rechecked in the
+    /// background), so a write checkout during a failover fails fast
+    /// instead of waiting out its timeout.
     NoHost {
         /// What the checkout wanted.
         target: SessionTarget,
@@ -951,7 +953,8 @@ impl<M: HostBackend> HostPool<M> {
 
     /// Every connection held now, per host (see [`Pool::holders`]): where
     /// it was checked out ([`get`](Self::get), [`read`](Self::read),
-    /// [`write`](Self::write)'s caller) and for how long.
+    /// [`write`](Self::write)'s caller) and for how long. A role check in
+    /// progress shows as one more, held at the host pool's own code.
     pub fn holders(&self) -> Vec<(Arc<str>, Vec<Holder>)> {
         (0..self.inner.pools.len())
             .map(|i| {
