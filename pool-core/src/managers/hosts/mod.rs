@@ -513,7 +513,11 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     }
 
     /// How often every host's role is checked in the background
-    /// (pgjdbc's `hostRecheckSeconds`). Defaults to 10 seconds.
+    /// (pgjdbc's `hostRecheckSeconds`). Defaults to 10 seconds. Each check
+    /// runs one query on one of the host's pooled connections (an idle
+    /// one, else a new one; none while every connection is in use), so a
+    /// reachable host keeps at least one connection open while checks
+    /// run more often than the pool's `idle_timeout`.
     #[must_use]
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_interval = interval;
