@@ -3,6 +3,12 @@
 // Unconditional: the sqlx managers are generic over the driver and hold an
 // optional budget whatever the driver; only PostgreSQL's can set one.
 pub mod fleet;
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tokio-postgres", feature = "sqlx-postgres")))
+)]
+pub mod hosts;
 pub mod pooler;
 #[cfg(any(
     feature = "sqlx-postgres",
