@@ -10,6 +10,11 @@ pub mod fleet;
 )]
 pub mod hosts;
 pub mod pooler;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx08-postgres"))]
+pub(crate) mod relay;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx08-postgres"))]
+#[doc(hidden)]
+pub use relay::open_relays;
 #[cfg(any(
     feature = "sqlx-postgres",
     feature = "sqlx-mysql",
