@@ -79,9 +79,7 @@ async fn child(spec: &str) {
 
     let mut pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
     pg.application_name(app_name(budget, index));
-    let manager = PostgresManager::new(pg, NoTls)
-        .fleet_budget(budget, BUDGET)
-        .expect("budget");
+    let manager = PostgresManager::new(pg, NoTls).fleet_budget(budget, BUDGET);
     let config = PoolConfig::builder()
         .max_size(PER_PROCESS)
         .min_size(0)
@@ -319,9 +317,8 @@ async fn sample(
 async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     let url = cluster::database_url();
     let name = format!("pc_fleet_small_{}", std::process::id());
-    let manager = PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls)
-        .fleet_budget(&name, 2)
-        .expect("budget");
+    let manager =
+        PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).fleet_budget(&name, 2);
     let a = manager.connect().await.expect("first ticket");
     let b = manager.connect().await.expect("second ticket");
     let mut tickets = [a.fleet_ticket(), b.fleet_ticket()];

@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pool_core::managers::fleet::FleetBudgetConfigError;
 use pool_core::managers::tokio_postgres::{PgConfigError, PgError, PostgresManager, ResetMode};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
 use tokio_postgres::NoTls;
@@ -214,8 +215,7 @@ async fn transaction_pooler_mode_works_behind_pgbouncer() {
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_on"), NoTls)
-        .pooler_mode(PoolerMode::Transaction)
-        .expect("pooler mode with the default reset");
+        .pooler_mode(PoolerMode::Transaction);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
 
     let errors = load(&pool).await;
@@ -282,8 +282,7 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_warn"), NoTls)
-        .pooler_mode(PoolerMode::Transaction)
-        .expect("pooler mode");
+        .pooler_mode(PoolerMode::Transaction);
     let conn = manager.connect().await.expect("connect through PgBouncer");
 
     let log = Captured::default();
@@ -323,33 +322,62 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
 #[tokio::test]
 async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
     let pg = tokio_postgres::Config::new();
-    let clean = PostgresManager::new(pg.clone(), NoTls).reset_mode(ResetMode::Clean);
-    assert!(matches!(
-        clean.pooler_mode(PoolerMode::Transaction),
-        Err(PgConfigError::SessionResetBehindPooler {
-            reset_mode: ResetMode::Clean
-        })
-    ));
-    let budget = PostgresManager::new(pg.clone(), NoTls)
-        .fleet_budget("api", 10)
-        .expect("budget");
+    // Every setter chains; the clash is reported by `validate`, in
+    // whichever order the settings were given.
+    for clean in [
+        PostgresManager::new(pg.clone(), NoTls)
+            .reset_mode(ResetMode::Clean)
+            .pooler_mode(PoolerMode::Transaction),
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_mode(PoolerMode::Transaction)
+            .reset_mode(ResetMode::Clean),
+    ] {
+        assert_eq!(
+            clean.validate(),
+            Err(PgConfigError::SessionResetBehindPooler {
+                reset_mode: ResetMode::Clean
+            })
+        );
+    }
+    for budget in [
+        PostgresManager::new(pg.clone(), NoTls)
+            .fleet_budget("api", 10)
+            .pooler_mode(PoolerMode::Transaction),
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_mode(PoolerMode::Transaction)
+            .fleet_budget("api", 10),
+    ] {
+        assert_eq!(
+            budget.validate(),
+            Err(PgConfigError::FleetBudgetBehindPooler)
+        );
+        let text = budget.validate().expect_err("refused").to_string();
+        assert!(
+            text.contains("fleet_budget") && text.contains("pooler_mode(PoolerMode::Transaction)"),
+            "{text}"
+        );
+    }
+    let bad = PostgresManager::new(pg.clone(), NoTls).fleet_budget("", 10);
     assert_eq!(
-        budget.pooler_mode(PoolerMode::Transaction).err(),
-        Some(PgConfigError::FleetBudgetBehindPooler)
+        bad.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::EmptyName
+        ))
     );
-    let pooled = PostgresManager::new(pg.clone(), NoTls)
-        .pooler_mode(PoolerMode::Transaction)
-        .expect("pooler mode");
+    assert!(bad.current_fleet_budget().is_none());
     assert_eq!(
-        pooled.fleet_budget("api", 10).err(),
-        Some(PgConfigError::FleetBudgetBehindPooler)
+        PostgresManager::new(pg.clone(), NoTls)
+            .fleet_budget("api", 0)
+            .validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ZeroTotal
+        ))
     );
 
-    // Set in the other order, the first connect refuses it before any
-    // network traffic, so the pool does not build.
-    let late = PostgresManager::new(pg, NoTls)
+    // `Pool::new` refuses it before any network traffic (the config points
+    // nowhere), and so does a lazy pool's first checkout.
+    let late = PostgresManager::new(pg.clone(), NoTls)
         .pooler_mode(PoolerMode::Transaction)
-        .expect("pooler mode")
         .reset_mode(ResetMode::Clean);
     let err = Pool::new(late, pool_config()).await.expect_err("refused");
     assert!(
@@ -365,9 +393,23 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
     assert!(
         cause
             .as_deref()
-            .is_some_and(|c| c.contains("transaction-mode pooler")),
+            .is_some_and(|c| c.contains("reset_mode(ResetMode::Clean)")
+                && c.contains("pooler_mode(PoolerMode::Transaction)")),
         "{cause:?}"
     );
+    let lazy = Pool::new_lazy(
+        PostgresManager::new(pg, NoTls)
+            .fleet_budget("api", 1)
+            .pooler_mode(PoolerMode::Transaction),
+        PoolConfig::builder()
+            .max_size(1)
+            .acquire_timeout(Duration::from_secs(5))
+            .build()
+            .expect("valid config"),
+    );
+    let err = lazy.get().await.expect_err("refused");
+    let text = format!("{err}");
+    assert!(text.contains("fleet_budget"), "{text}");
 }
 
 #[tokio::test]
@@ -375,9 +417,7 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
 async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
     // Directly on the server, so pg_prepared_statements shows this session.
     let pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
-    let manager = PostgresManager::new(pg, NoTls)
-        .pooler_mode(PoolerMode::Transaction)
-        .expect("pooler mode");
+    let manager = PostgresManager::new(pg, NoTls).pooler_mode(PoolerMode::Transaction);
     let mut conn = manager.connect().await.expect("connect");
     let prepared = |rows: Vec<tokio_postgres::Row>| rows[0].get::<_, i64>(0);
     const COUNT: &str = "SELECT count(*) FROM pg_prepared_statements";

@@ -95,11 +95,11 @@ impl From<tokio_postgres::Error> for PgError {
     }
 }
 
-/// Manager settings that cannot work together, refused when they are set
-/// ([`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode),
-/// [`PostgresManager::fleet_budget`](super::PostgresManager::fleet_budget))
-/// or, for an order that the infallible setters let through, by the first
-/// connect (so `Pool::new` fails with it).
+/// Manager settings that cannot work together (or a fleet budget that
+/// cannot work at all), reported by
+/// [`PostgresManager::validate`](super::PostgresManager::validate) when the
+/// pool is built (`Pool::new` fails with it) and by every connect, before
+/// any I/O. The setters themselves never fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PgConfigError {
@@ -124,13 +124,15 @@ impl fmt::Display for PgConfigError {
         match self {
             Self::SessionResetBehindPooler { reset_mode } => write!(
                 f,
-                "reset mode {reset_mode:?} needs a server session and cannot work behind a \
-                 transaction-mode pooler (PoolerMode::Transaction); use Rollback or RollbackAlways"
+                "reset_mode(ResetMode::{reset_mode:?}) cannot work with \
+                 pooler_mode(PoolerMode::Transaction): the reset needs a server session, which \
+                 a transaction-mode pooler does not keep; use ResetMode::Rollback or \
+                 RollbackAlways"
             ),
             Self::FleetBudgetBehindPooler => f.write_str(
-                "a fleet budget holds advisory session locks and cannot work behind a \
-                 transaction-mode pooler (PoolerMode::Transaction); budget the pooler's \
-                 server connections instead",
+                "fleet_budget cannot work with pooler_mode(PoolerMode::Transaction): a fleet \
+                 budget holds advisory session locks, which a transaction-mode pooler gives to \
+                 other clients; budget the pooler's server connections instead",
             ),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
         }

@@ -15,7 +15,7 @@ use super::client::{Canceller, PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
-use crate::managers::fleet::{self, FleetBudget};
+use crate::managers::fleet::{self, FleetBudget, FleetBudgetConfigError};
 use crate::PoolerMode;
 
 /// What a password provider returns: a boxed future of the password.
@@ -123,7 +123,8 @@ pub struct PostgresManager<Tls> {
     cancel_timeout: Duration,
     canceller: Canceller,
     pooler_mode: PoolerMode,
-    fleet: Option<FleetBudget>,
+    /// An invalid budget is kept as its error, reported by `validate`.
+    fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
     password: Option<PasswordProvider>,
     hosts: HostEpochs,
 }
@@ -271,16 +272,30 @@ impl<Tls> PostgresManager<Tls> {
     /// through the pooled client are logged at `WARN`. See the
     /// [module docs](super#behind-a-transaction-mode-pooler).
     ///
-    /// # Errors
+    /// The setter never fails, so it chains. Under `Transaction`,
+    /// [`ResetMode::Clean`] is a [`PgConfigError::SessionResetBehindPooler`]
+    /// and a fleet budget a [`PgConfigError::FleetBudgetBehindPooler`], in
+    /// whichever order they are set: [`validate`](Self::validate) says so,
+    /// `Pool::new` fails with it before opening anything, and so does a lazy
+    /// pool's first connect.
     ///
-    /// [`PgConfigError::SessionResetBehindPooler`] with
-    /// [`ResetMode::Clean`], [`PgConfigError::FleetBudgetBehindPooler`]
-    /// with a fleet budget. A `reset_mode(ResetMode::Clean)` set after this
-    /// call is refused by the first connect.
-    pub fn pooler_mode(mut self, mode: PoolerMode) -> Result<Self, PgConfigError> {
+    /// ```
+    /// use pool_core::managers::tokio_postgres::{PgConfigError, PostgresManager, ResetMode};
+    /// use pool_core::PoolerMode;
+    ///
+    /// let pg: tokio_postgres::Config = "postgres://app@pgbouncer:6432/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .pooler_mode(PoolerMode::Transaction)
+    ///     .statement_cache_capacity(64);
+    /// assert!(manager.validate().is_ok());
+    /// let clashing = manager.reset_mode(ResetMode::Clean);
+    /// assert!(matches!(clashing.validate(), Err(PgConfigError::SessionResetBehindPooler { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
-        self.validate()?;
-        Ok(self)
+        self
     }
 
     /// Makes every connection hold one of `total` tickets of the fleet
@@ -300,19 +315,23 @@ impl<Tls> PostgresManager<Tls> {
     /// use pool_core::managers::tokio_postgres::PostgresManager;
     ///
     /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
-    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).fleet_budget("shop-api", 80)?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .fleet_budget("shop-api", 80)
+    ///     .statement_cache_capacity(64);
+    /// manager.validate()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
-    /// # Errors
-    ///
-    /// [`PgConfigError::FleetBudget`] for an empty name or a total of 0 or
-    /// above `i32::MAX`; [`PgConfigError::FleetBudgetBehindPooler`] under
-    /// [`PoolerMode::Transaction`].
-    pub fn fleet_budget(mut self, name: &str, total: u32) -> Result<Self, PgConfigError> {
-        self.fleet = Some(FleetBudget::new(name, total).map_err(PgConfigError::FleetBudget)?);
-        self.validate()?;
-        Ok(self)
+    /// The setter never fails, so it chains: an empty name or a total of 0
+    /// or above `i32::MAX` is a [`PgConfigError::FleetBudget`], and a budget
+    /// under [`PoolerMode::Transaction`] a
+    /// [`PgConfigError::FleetBudgetBehindPooler`], from
+    /// [`validate`](Self::validate), which `Pool::new` returns before
+    /// opening anything (and a lazy pool's first connect).
+    #[must_use]
+    pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
+        self.fleet = Some(FleetBudget::new(name, total));
+        self
     }
 
     /// Asks `provider` for the password of every new connection (rotating
@@ -355,13 +374,21 @@ impl<Tls> PostgresManager<Tls> {
         self
     }
 
-    /// Checks that the settings work together; the first connect runs it
-    /// too.
+    /// Checks that the settings work together. The pool runs it when it is
+    /// built (`Pool::new` fails with it before opening anything), and every
+    /// connect runs it first (so a lazy pool's first connect reports it).
     ///
     /// # Errors
     ///
-    /// As for [`pooler_mode`](Self::pooler_mode).
+    /// [`PgConfigError::FleetBudget`] for an invalid budget;
+    /// [`PgConfigError::SessionResetBehindPooler`] for [`ResetMode::Clean`]
+    /// and [`PgConfigError::FleetBudgetBehindPooler`] for a fleet budget,
+    /// each under [`PoolerMode::Transaction`]. Each error's text names both
+    /// settings.
     pub fn validate(&self) -> Result<(), PgConfigError> {
+        if let Some(Err(e)) = &self.fleet {
+            return Err(PgConfigError::FleetBudget(e.clone()));
+        }
         if self.pooler_mode == PoolerMode::Transaction {
             if self.reset_mode == ResetMode::Clean {
                 return Err(PgConfigError::SessionResetBehindPooler {
@@ -380,9 +407,9 @@ impl<Tls> PostgresManager<Tls> {
         self.pooler_mode
     }
 
-    /// The fleet budget, if one is set.
+    /// The fleet budget, if one is set and valid.
     pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
-        self.fleet.as_ref()
+        self.fleet.as_ref().and_then(|budget| budget.as_ref().ok())
     }
 
     /// The connection settings.
@@ -458,6 +485,16 @@ where
         }
     }
 
+    /// [`validate`](PostgresManager::validate): settings that cannot work
+    /// together fail `Pool::new` before anything is opened.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::Config`] with what `validate` says.
+    fn check(&self) -> Result<(), PgError> {
+        Ok(self.validate()?)
+    }
+
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
         let (client, connection) = match &self.password {
@@ -488,7 +525,7 @@ where
             String::new()
         };
         let host = self.hosts.mark(key);
-        let ticket = match &self.fleet {
+        let ticket = match self.current_fleet_budget() {
             None => None,
             Some(budget) => {
                 // One round trip, an unnamed statement. On any failure the
