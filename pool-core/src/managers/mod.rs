@@ -10,9 +10,17 @@ pub mod fleet;
 )]
 pub mod hosts;
 pub mod pooler;
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx08-postgres"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx08-postgres",
+    feature = "tokio-postgres"
+))]
 pub(crate) mod relay;
-#[cfg(any(feature = "sqlx-postgres", feature = "sqlx08-postgres"))]
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx08-postgres",
+    feature = "tokio-postgres"
+))]
 #[doc(hidden)]
 pub use relay::open_relays;
 #[cfg(any(

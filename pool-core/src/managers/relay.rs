@@ -426,10 +426,58 @@ pub(crate) enum Upstream {
 }
 
 /// The pooler's end of a relay: one socket, either kind.
-enum ServerStream {
+pub(crate) enum ServerStream {
+    /// Over TCP.
     Tcp(tokio::net::TcpStream),
+    /// Over a Unix domain socket.
     #[cfg(unix)]
     Unix(tokio::net::UnixStream),
+}
+
+/// TCP keepalive for the relay's socket to the pooler: the first probe
+/// after `idle`, then every `interval`, giving up after `retries`.
+#[cfg(feature = "tokio-postgres")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keepalive {
+    pub(crate) idle: std::time::Duration,
+    pub(crate) interval: Option<std::time::Duration>,
+    pub(crate) retries: Option<u32>,
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl Keepalive {
+    /// Turns keepalive on for `stream`.
+    ///
+    /// # Errors
+    ///
+    /// The socket option's error.
+    fn apply(&self, stream: &tokio::net::TcpStream) -> io::Result<()> {
+        let mut keepalive = socket2::TcpKeepalive::new().with_time(self.idle);
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "ios",
+            target_os = "freebsd",
+            target_os = "netbsd",
+            windows
+        ))]
+        if let Some(interval) = self.interval {
+            keepalive = keepalive.with_interval(interval);
+        }
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "ios",
+            target_os = "freebsd",
+            target_os = "netbsd"
+        ))]
+        if let Some(retries) = self.retries {
+            keepalive = keepalive.with_retries(retries);
+        }
+        socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive)
+    }
 }
 
 impl Upstream {
@@ -438,7 +486,7 @@ impl Upstream {
     /// # Errors
     ///
     /// The I/O error of the connect (refused, unreachable, unknown host).
-    async fn connect(&self) -> io::Result<ServerStream> {
+    pub(crate) async fn connect(&self) -> io::Result<ServerStream> {
         match self {
             Self::Tcp(host, port) => {
                 let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
@@ -463,6 +511,10 @@ impl Upstream {
 
 /// A started relay: where the driver connects, and what stops the relay
 /// if the driver never does.
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+    allow(dead_code)
+)]
 #[derive(Debug)]
 pub(crate) struct Relay {
     /// The directory holding the relay's socket file, for the driver's
@@ -476,12 +528,24 @@ pub(crate) struct Relay {
 }
 
 /// The port the relay's socket file is named after.
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+    allow(dead_code)
+)]
 const RELAY_PORT: u16 = 5432;
 
 /// Counts relays for unique directory names.
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+    allow(dead_code)
+)]
 static NEXT_RELAY: AtomicU64 = AtomicU64::new(0);
 
 /// Removes the relay's socket file and directory when dropped.
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+    allow(dead_code)
+)]
 struct SocketDir {
     dir: PathBuf,
     file: PathBuf,
@@ -511,6 +575,10 @@ impl Drop for OpenRelay {
 }
 
 impl Relay {
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
     /// Connects to the pooler, then listens on a Unix socket in a new
     /// directory only this user can enter, and spawns the task that accepts
     /// the driver's one connection and relays it, rewriting statements with
@@ -572,6 +640,41 @@ impl Relay {
             port: RELAY_PORT,
             _armed: armed,
         })
+    }
+
+    /// Connects to the pooler (with TCP `keepalive`, if given) and spawns
+    /// a relay to it whose driver end is the returned stream, for drivers
+    /// that take a stream (`tokio_postgres::Config::connect_raw`). The relay
+    /// keeps at most `statements` statements and ends when either side
+    /// closes.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of the connect to the pooler, of the keepalive option,
+    /// or of the socket pair.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    #[cfg(all(unix, feature = "tokio-postgres"))]
+    pub(crate) async fn pair(
+        upstream: &Upstream,
+        keepalive: Option<Keepalive>,
+        statements: usize,
+    ) -> io::Result<tokio::net::UnixStream> {
+        let server = upstream.connect().await?;
+        if let (ServerStream::Tcp(tcp), Some(keepalive)) = (&server, keepalive) {
+            keepalive.apply(tcp)?;
+        }
+        let (driver, relayed) = tokio::net::UnixStream::pair()?;
+        let open = OpenRelay::new();
+        tokio::spawn(async move {
+            let _open = open;
+            if let Err(error) = relay(relayed, server, Rewriter::new(statements)).await {
+                tracing::debug!(%error, "statement relay to the pooler ended");
+            }
+        });
+        Ok(driver)
     }
 
     /// On platforms without Unix domain sockets there is no private place
@@ -689,6 +792,10 @@ where
 
 /// Where a driver's options point, for [`Relay::start`]: a socket directory
 /// (given, or as the host) holds `.s.PGSQL.<port>`.
+#[cfg_attr(
+    not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+    allow(dead_code)
+)]
 pub(crate) fn upstream(socket_dir: Option<&Path>, host: &str, port: u16) -> Upstream {
     match socket_dir {
         Some(dir) => Upstream::Unix(dir.join(format!(".s.PGSQL.{port}"))),

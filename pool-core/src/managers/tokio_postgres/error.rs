@@ -33,6 +33,11 @@ pub enum PgError {
     /// instead (`conn.query(sql, params)`), which the pooled client runs as
     /// an unnamed statement.
     NamedStatementBehindPooler,
+    /// The statement relay of
+    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) could not
+    /// reach the pooler (refused, unreachable, timed out) or could not be
+    /// set up; the I/O error is the source.
+    Relay(std::io::Error),
     /// The connection is retired: a query on it, or on another connection
     /// to the same server opened no later, failed with a SQLSTATE that says
     /// the server turned read-only or is going away (see
@@ -63,6 +68,10 @@ impl fmt::Display for PgError {
             Self::Password(e) => write!(f, "password provider failed: {e}"),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
             Self::Config(e) => fmt::Display::fmt(e, f),
+            Self::Relay(e) => write!(
+                f,
+                "could not reach the pooler through the statement relay: {e}"
+            ),
             Self::Retired => f.write_str(
                 "the connection is retired: its server turned read-only or is going away \
                  (SQLSTATE 25006, 57P01, 57P02, 57P03 or class 08 on this or an older \
@@ -85,6 +94,7 @@ impl Error for PgError {
             Self::Password(e) => Some(&**e),
             Self::FleetBudget(_) | Self::NamedStatementBehindPooler | Self::Retired => None,
             Self::Config(e) => e.source(),
+            Self::Relay(e) => Some(e),
         }
     }
 }

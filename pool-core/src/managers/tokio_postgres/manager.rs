@@ -1,5 +1,6 @@
 //! [`PostgresManager`]: opens, checks and resets `tokio_postgres` clients.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -7,8 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pool_api::{async_trait, ManageConnection};
+#[cfg(unix)]
+use tokio_postgres::config::Host;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::Type;
+#[cfg(unix)]
+use tokio_postgres::Client;
 use tokio_postgres::{Config, Socket};
 
 use super::client::{Canceller, PgClient, ReportedRole};
@@ -16,7 +22,114 @@ use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
 use crate::managers::fleet::{self, FleetBudget, FleetBudgetConfigError};
+#[cfg(unix)]
+use crate::managers::relay::{Keepalive, Relay, Upstream};
 use crate::PoolerMode;
+
+#[cfg(unix)]
+/// How many statements a relay keeps beyond the statement cache: those the
+/// caller prepared and still holds.
+const RELAY_SLACK: usize = 256;
+
+#[cfg(unix)]
+/// Where `config` points, in order: each host (or `hostaddr`) with its port.
+fn upstreams(config: &Config) -> Vec<Upstream> {
+    let hosts = config.get_hosts();
+    let addrs = config.get_hostaddrs();
+    let ports = config.get_ports();
+    (0..hosts.len().max(addrs.len()))
+        .filter_map(|i| {
+            let port = ports
+                .get(i)
+                .or_else(|| ports.first())
+                .copied()
+                .unwrap_or(5432);
+            if let Some(addr) = addrs.get(i) {
+                return Some(Upstream::Tcp(addr.to_string(), port));
+            }
+            match hosts.get(i)? {
+                Host::Tcp(host) => Some(Upstream::Tcp(host.clone(), port)),
+                #[cfg(unix)]
+                Host::Unix(dir) => Some(Upstream::Unix(dir.join(format!(".s.PGSQL.{port}")))),
+            }
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+/// Opens a connection through a statement relay: to the first of the
+/// config's hosts that accepts one, each within `connect_timeout`, with the
+/// config's TCP keepalive on the relay's socket. Its cancel requests go
+/// straight to that host.
+async fn relayed_connect(
+    config: &Config,
+    cache_capacity: usize,
+) -> Result<(Client, tokio::task::JoinHandle<()>, Canceller, ReportedRole), PgError> {
+    let keepalive = config.get_keepalives().then(|| Keepalive {
+        idle: config.get_keepalives_idle(),
+        interval: config.get_keepalives_interval(),
+        retries: config.get_keepalives_retries(),
+    });
+    let mut last = None;
+    for upstream in upstreams(config) {
+        let opened = async {
+            let stream = Relay::pair(&upstream, keepalive, cache_capacity + RELAY_SLACK)
+                .await
+                .map_err(PgError::Relay)?;
+            Ok::<_, PgError>(config.connect_raw(stream, tokio_postgres::NoTls).await?)
+        };
+        let opened = match config.get_connect_timeout() {
+            Some(limit) => match tokio::time::timeout(*limit, opened).await {
+                Ok(opened) => opened,
+                Err(_) => Err(PgError::Relay(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connect to {upstream:?} timed out after {limit:?}"),
+                ))),
+            },
+            None => opened.await,
+        };
+        match opened {
+            Ok((client, connection)) => {
+                let reported = ReportedRole::from_params(
+                    connection.parameter("in_hot_standby"),
+                    connection.parameter("default_transaction_read_only"),
+                );
+                let driver = tokio::spawn(drive(connection));
+                let canceller: Canceller = Arc::new(move |token| {
+                    let upstream = upstream.clone();
+                    Box::pin(async move {
+                        use crate::managers::relay::ServerStream;
+                        let sent = match upstream.connect().await {
+                            Ok(ServerStream::Tcp(s)) => {
+                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
+                            }
+                            #[cfg(unix)]
+                            Ok(ServerStream::Unix(s)) => {
+                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "could not reach the pooler to cancel a query");
+                                return Err(None);
+                            }
+                        };
+                        sent.map_err(Some)
+                    })
+                });
+                return Ok((client, driver, canceller, reported));
+            }
+            // A refused login is the server's answer: no other host is
+            // tried, as the driver itself does.
+            Err(PgError::Db(e)) if e.as_db_error().is_some() => return Err(PgError::Db(e)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        PgError::Relay(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the config names no host",
+        ))
+    }))
+}
 
 /// What a password provider returns: a boxed future of the password.
 pub type PasswordFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
@@ -156,7 +269,7 @@ where
         let cancel_tls = tls.clone();
         let canceller: Canceller = Arc::new(move |token| {
             let tls = cancel_tls.clone();
-            Box::pin(async move { token.cancel_query(tls).await })
+            Box::pin(async move { token.cancel_query(tls).await.map_err(Some) })
         });
         Self {
             config,
@@ -402,6 +515,15 @@ impl<Tls> PostgresManager<Tls> {
         Ok(())
     }
 
+    /// Whether connections go through the statement relay: in
+    /// [`PoolerMode::Transaction`], on a Unix platform, unless the config
+    /// requires TLS.
+    fn relays(&self) -> bool {
+        cfg!(unix)
+            && self.pooler_mode == PoolerMode::Transaction
+            && self.config.get_ssl_mode() != SslMode::Require
+    }
+
     /// The pooler mode in force.
     pub fn current_pooler_mode(&self) -> PoolerMode {
         self.pooler_mode
@@ -497,20 +619,32 @@ where
 
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
-        let (client, connection) = match &self.password {
-            None => self.config.connect(self.tls.clone()).await?,
+        let config = match &self.password {
+            None => Cow::Borrowed(&self.config),
             Some(provider) => {
                 let password = provider().await.map_err(PgError::Password)?;
                 let mut config = self.config.clone();
                 config.password(password);
-                config.connect(self.tls.clone()).await?
+                Cow::Owned(config)
             }
         };
-        let reported = ReportedRole::from_params(
-            connection.parameter("in_hot_standby"),
-            connection.parameter("default_transaction_read_only"),
-        );
-        let driver = tokio::spawn(drive(connection));
+        let (client, driver, canceller, reported, relayed) = match self.relays() {
+            #[cfg(unix)]
+            true => {
+                let (client, driver, canceller, reported) =
+                    relayed_connect(&config, self.statement_cache_capacity).await?;
+                (client, driver, canceller, reported, true)
+            }
+            _ => {
+                let (client, connection) = config.connect(self.tls.clone()).await?;
+                let reported = ReportedRole::from_params(
+                    connection.parameter("in_hot_standby"),
+                    connection.parameter("default_transaction_read_only"),
+                );
+                let driver = tokio::spawn(drive(connection));
+                (client, driver, Arc::clone(&self.canceller), reported, false)
+            }
+        };
         // With one host every connection reaches the same server; with
         // several, ask which one this is (one round trip per connect).
         let key = if self.config.get_hosts().len() > 1 {
@@ -549,9 +683,10 @@ where
         Ok(PgClient::new(
             client,
             self.statement_cache_capacity,
-            Arc::clone(&self.canceller),
+            canceller,
             self.cancel_timeout,
             self.pooler_mode,
+            relayed,
             ticket,
             host,
         )
