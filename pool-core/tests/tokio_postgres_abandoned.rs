@@ -219,7 +219,8 @@ async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
     );
     assert_eq!(
         err.to_string(),
-        "query did not finish within 100ms; the cancel request timed out"
+        "query did not finish within 100ms; the cancel request timed out or could not reach \
+         the server"
     );
     assert!(err.source().is_none());
     assert!(m.has_broken(&mut conn), "retired all the same");

@@ -61,7 +61,7 @@ pub(crate) mod private {
             _mode: PoolerMode,
         ) -> BoxFuture<'_, Result<Self, Error>>
         where
-            Self: Sized,
+            Self: Sized + 'static,
         {
             Box::pin(Self::connect_with(options))
         }
