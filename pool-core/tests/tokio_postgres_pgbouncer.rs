@@ -543,6 +543,24 @@ async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
         tx.commit().await.expect("commit");
     }
     assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A type the driver does not know: it looks it up with statements of
+    // its own between the query's prepare and its bind.
+    conn.batch_execute("CREATE TYPE pg_temp.relay_mood AS ENUM ('calm', 'happy')")
+        .await
+        .expect("create the type");
+    for _ in 0..3 {
+        let rows = conn
+            .client()
+            .query(
+                "SELECT $1::text::pg_temp.relay_mood, $2::int4 * 2",
+                &[&"happy", &21_i32],
+            )
+            .await
+            .expect("a query with a type the driver looks up");
+        assert_eq!(rows[0].get::<_, i32>(1), 42);
+    }
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
     drop((statement, cached));
     drop(conn);
     relays_end().await;

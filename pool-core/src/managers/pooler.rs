@@ -20,8 +20,9 @@ pub enum PoolerMode {
     /// session state stays with the connection.
     #[default]
     Session,
-    /// Behind a transaction-mode pooler: no named prepared statement
-    /// outlives its transaction and no reset needs a session.
+    /// Behind a transaction-mode pooler: no statement name reaches the
+    /// server (each connection goes through a statement relay, see the
+    /// managers' `pooler_mode`) and no reset needs a session.
     Transaction,
 }
 

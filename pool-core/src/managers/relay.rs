@@ -275,7 +275,7 @@ impl Rewriter {
                 }
             }
             b'D' | b'C' if body.first() == Some(&b'S') => match split_cstr(&body[1..]) {
-                Some((name, rest)) if rest.is_empty() => {
+                Some((name, [])) => {
                     if tag == b'C' {
                         // Closing the unnamed statement is never an error;
                         // whichever statement it held is parsed again when

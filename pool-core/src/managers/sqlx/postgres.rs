@@ -274,10 +274,7 @@ mod tests {
     use super::*;
     use crate::managers::fleet::FleetBudgetConfigError;
 
-    fn cause<E: std::error::Error + 'static>(result: Result<(), Error>) -> E
-    where
-        E: Clone,
-    {
+    fn cause<E: std::error::Error + Clone + 'static>(result: Result<(), Error>) -> E {
         match result {
             Err(Error::Configuration(cause)) => cause
                 .downcast_ref::<E>()

@@ -111,13 +111,11 @@ impl PgClient {
         canceller: Canceller,
         cancel_timeout: Duration,
         pooler_mode: PoolerMode,
-        relayed: bool,
         ticket: Option<i32>,
         host: HostMark,
     ) -> Self {
-        let (statements, described) = match (pooler_mode, relayed) {
-            (PoolerMode::Transaction, true) => (cache_capacity, cache_capacity),
-            (PoolerMode::Transaction, false) => (0, cache_capacity),
+        let (statements, described) = match pooler_mode {
+            PoolerMode::Transaction => (0, cache_capacity),
             _ => (cache_capacity, 0),
         };
         Self {
@@ -125,7 +123,7 @@ impl PgClient {
             cache: StatementCache::new(statements),
             described: StatementCache::new(described),
             pooler_mode,
-            relayed,
+            relayed: false,
             ticket,
             raw_tx: AtomicBool::new(false),
             describing: tokio::sync::Mutex::new(()),
@@ -148,6 +146,15 @@ impl PgClient {
     /// What the server reported about its role at startup.
     pub(crate) fn reported_role(&self) -> ReportedRole {
         self.reported
+    }
+
+    /// Marks the connection as relayed (see [`is_relayed`](Self::is_relayed)):
+    /// named statements are safe, so [`prepare_cached`](Self::prepare_cached)
+    /// caches them, up to the same capacity as the parameter types.
+    pub(super) fn relayed(mut self) -> Self {
+        self.relayed = true;
+        self.cache = StatementCache::new(self.described.stats().capacity);
+        self
     }
 
     /// Adds the handle of the task that drives the socket, aborted when an

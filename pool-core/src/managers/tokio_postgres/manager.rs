@@ -371,15 +371,21 @@ impl<Tls> PostgresManager<Tls> {
     /// with [`PoolerMode::Transaction`]; [`PoolerMode::Session`] (the
     /// default) is a direct connection.
     ///
-    /// Under `Transaction`, the pooled client runs queries given as text
-    /// (`conn.query(sql, params)`, `query_one`, `query_opt`, `execute`) as
-    /// unnamed statements: the parameter types are learnt once per query
-    /// text and connection (a describe in a short transaction of its own,
-    /// cached like statements, see
-    /// [`statement_cache_capacity`](Self::statement_cache_capacity)), and
-    /// each call is then one round trip that names no statement.
-    /// [`PgClient::prepare_cached`] fails with
-    /// [`PgError::NamedStatementBehindPooler`], and statements that set
+    /// Under `Transaction`, no statement name reaches the server: each
+    /// connection goes through a statement relay in this process that sends
+    /// every statement as the unnamed one (so `prepare`,
+    /// [`PgClient::prepare_cached`], the driver's own `Client` methods and
+    /// transactions are all safe), and the pooled client runs queries given
+    /// as text (`conn.query(sql, params)`, `query_one`, `query_opt`,
+    /// `execute`) as unnamed statements in one round trip, the parameter
+    /// types learnt once per query text and connection (cached like
+    /// statements, see
+    /// [`statement_cache_capacity`](Self::statement_cache_capacity)). The
+    /// relay reads the plaintext protocol: under `sslmode=prefer` (the
+    /// default) the connection to the pooler is plaintext; with
+    /// `sslmode=require` the manager connects with TLS and without the relay,
+    /// and then only the text queries are unnamed and `prepare_cached` fails
+    /// with [`PgError::NamedStatementBehindPooler`]. Statements that set
     /// session state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE
     /// ... WITH HOLD`, advisory session locks, temporary tables) sent as text
     /// through the pooled client are logged at `WARN`. See the
@@ -680,18 +686,18 @@ where
                 }
             }
         };
-        Ok(PgClient::new(
+        let client = PgClient::new(
             client,
             self.statement_cache_capacity,
             canceller,
             self.cancel_timeout,
             self.pooler_mode,
-            relayed,
             ticket,
             host,
         )
         .with_driver(driver)
-        .with_reported_role(reported))
+        .with_reported_role(reported);
+        Ok(if relayed { client.relayed() } else { client })
     }
 
     async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
