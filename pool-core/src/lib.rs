@@ -76,6 +76,17 @@
 
 mod acquire;
 mod affinity;
+#[cfg(any(feature = "_sqlx", feature = "tokio-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-mysql",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
+    )))
+)]
+pub mod ambient;
 mod clock;
 mod connection;
 mod connector;
