@@ -8,8 +8,7 @@ use pool_api::PoolError;
 
 /// Why a transaction scope, or [`Pool::current`](crate::Pool::current),
 /// failed. `E` is the manager's error type (`sqlx::Error`, or
-/// [`PgError`](crate::managers::tokio_postgres::PgError) for
-/// tokio-postgres).
+/// `PgError` for tokio-postgres).
 ///
 /// A scope's body returns its own error type `E2: From<TxError<E>>`, so
 /// these reach the caller through it.
@@ -40,12 +39,11 @@ pub enum TxError<E> {
     /// tasks handed the transaction with [`spawn`](super::spawn) still run:
     /// their statements would fall inside the savepoint.
     Shared,
-    /// The transaction's connection is held by a guard from
-    /// [`Pool::current`](crate::Pool::current) that is still alive in this
-    /// task (waiting for it would never end): drop the guard before calling
-    /// code that uses the transaction, and do not return it from the
-    /// scope's body. When a scope ends this way, nothing is committed: the
-    /// transaction is rolled back when the guard goes.
+    /// The scope's body and its subtasks were done, but a guard from
+    /// [`Pool::current`](crate::Pool::current) was still alive (returned
+    /// from the body, or moved into a task started with plain
+    /// `tokio::spawn`): nothing is committed, and the transaction is rolled
+    /// back when that guard is dropped.
     Busy,
     /// A setting the backend does not have (isolation levels other than
     /// serializable, or read-only, on SQLite).
@@ -92,8 +90,8 @@ impl<E: fmt::Display> fmt::Display for TxError<E> {
                  statements would fall inside it)",
             ),
             Self::Busy => f.write_str(
-                "the transaction's connection is held by a guard still alive in this task; \
-                 drop it before running code that uses the transaction",
+                "the transaction was not committed: a guard on its connection outlived the \
+                 scope's body",
             ),
             Self::Unsupported(what) => write!(f, "the database does not support {what}"),
             Self::Checkout(e) => write!(f, "checking out a connection for a transaction: {e}"),

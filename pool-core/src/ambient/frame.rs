@@ -151,11 +151,14 @@ impl Child {
         let mut next = Some(chain);
         while let Some(frame) = next {
             if !txs.iter().any(|tx| Arc::ptr_eq(tx, &frame.tx)) {
+                // AcqRel: pairs with the Acquire load in the savepoint
+                // check (`scope::savepoint`), which must see this task.
                 frame.tx.sharers.fetch_add(1, Ordering::AcqRel);
                 txs.push(frame.tx.clone());
             }
             next = frame.parent.as_ref();
         }
+        // AcqRel: pairs with the Acquire load in `Level::wait_children`.
         chain.level.children.fetch_add(1, Ordering::AcqRel);
         Self {
             level: chain.level.clone(),
@@ -168,9 +171,11 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         for tx in &self.txs {
+            // AcqRel: pairs with the Acquire load in the savepoint check.
             tx.sharers.fetch_sub(1, Ordering::AcqRel);
         }
         if !self.ok {
+            // Release: pairs with the Acquire load in `Level::failed`.
             self.level.failed.store(true, Ordering::Release);
         }
         // AcqRel: pairs with the Acquire load in `wait_children`.

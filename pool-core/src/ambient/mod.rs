@@ -96,13 +96,18 @@
 //! Available with the sqlx 0.9 features (`sqlx-postgres`, `sqlx-mysql`,
 //! `sqlx-sqlite`) and `tokio-postgres`.
 
+mod backend;
+mod cell;
 mod error;
 mod frame;
+mod handle;
 mod options;
 mod scope;
 
+pub(crate) use backend::sealed;
+pub use backend::TransactionalManager;
+pub use cell::TxConn;
 pub use error::TxError;
 pub use frame::spawn;
 pub use options::{Isolation, Propagation, TxOptions};
-pub(crate) use scope::sealed;
-pub use scope::{Scope, TransactionalManager, TxConn};
+pub use scope::Scope;

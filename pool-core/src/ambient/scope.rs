@@ -1,10 +1,9 @@
-//! Scopes: beginning, joining, nesting and ending ambient transactions, and
-//! finding the current one.
+//! Scopes: beginning, joining, nesting and ending ambient transactions.
 //!
-//! A transaction's connection lives in a [`Cell`] behind an `Arc<RwLock>`,
+//! A transaction's connection lives in a `Cell` (`cell.rs`) behind an `Arc<RwLock>`,
 //! which every frame on that transaction shares (its own scope's, those of
 //! scopes joining it, and those handed to spawned tasks). Code below takes
-//! the lock for its queries ([`Pool::current`]); the scope that began the
+//! the lock for its queries (`Pool::current`); the scope that began the
 //! transaction takes it last, once its body and its subtasks are done, to
 //! commit or roll back. A `Cell` dropped while its transaction is still open
 //! (the scope was cancelled) hands the connection back so that the pool's
@@ -13,138 +12,22 @@
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::ops::Deref;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::RwLock;
 
+use super::backend::sealed::Step;
+use super::backend::TransactionalManager;
+use super::cell::{cell_of, Cell, Shared, State};
 use super::error::TxError;
 use super::frame::{self, Frame, Level, TxCommon};
 use super::options::{Isolation, Propagation, TxOptions};
-use crate::{Pool, PooledConnection};
+use crate::Pool;
 
-pub(crate) mod sealed {
-    use std::future::Future;
-    use std::pin::Pin;
-
-    use pool_api::ManageConnection;
-
-    use crate::ambient::{TxError, TxOptions};
-
-    /// A boxed, sendable future.
-    pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-    /// One statement that moves a transaction along.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Step {
-        Commit,
-        Rollback,
-        /// Opens the savepoint of this depth (1 for the first).
-        Savepoint(u32),
-        Release(u32),
-        /// Rolls back to the savepoint of this depth and drops it.
-        RollbackTo(u32),
-    }
-
-    /// What a manager does for ambient transactions; implemented by the
-    /// built-in managers only.
-    pub trait Backend: ManageConnection<Connection: Sync> {
-        /// Whether queries from several tasks may use the connection at
-        /// once (pipelined by the driver), so [`Pool::current`] hands out a
-        /// shared guard.
-        ///
-        /// [`Pool::current`]: crate::Pool::current
-        const SHARED_QUERIES: bool;
-
-        /// Begins a transaction with `options`.
-        fn begin(
-            conn: &mut Self::Connection,
-            options: TxOptions,
-        ) -> BoxFuture<'_, Result<(), TxError<Self::Error>>>;
-
-        /// Runs `step`.
-        fn step(conn: &mut Self::Connection, step: Step) -> BoxFuture<'_, Result<(), Self::Error>>;
-
-        /// Whether a connection whose transaction was abandoned (its scope
-        /// dropped) must be closed rather than returned: `beginning`, its
-        /// `BEGIN` was in flight; else the transaction was open.
-        fn discard_abandoned(&self, beginning: bool) -> bool;
-    }
-}
-
-use sealed::{Backend, Step};
-
-/// A manager whose pools carry ambient transactions: the sqlx 0.9 managers
-/// and the tokio-postgres one. Sealed.
-pub trait TransactionalManager: Backend {}
-
-impl<M: Backend> TransactionalManager for M {}
-
-/// How far a [`Cell`]'s transaction got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Beginning,
-    Open,
-    /// Committed, rolled back, or never begun: nothing to undo.
-    Done,
-}
-
-/// A transaction's connection, and what to do with it when it is dropped.
-pub(crate) struct Cell<M: TransactionalManager> {
-    /// `Some` until dropped.
-    conn: Option<PooledConnection<M>>,
-    state: State,
-    discard_beginning: bool,
-    discard_open: bool,
-}
-
-impl<M: TransactionalManager> Cell<M> {
-    fn conn(&self) -> &M::Connection {
-        match &self.conn {
-            Some(conn) => conn,
-            None => unreachable!("a cell holds its connection until dropped"),
-        }
-    }
-
-    fn conn_mut(&mut self) -> &mut M::Connection {
-        match &mut self.conn {
-            Some(conn) => conn,
-            None => unreachable!("a cell holds its connection until dropped"),
-        }
-    }
-}
-
-impl<M: TransactionalManager> Drop for Cell<M> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            let discard = match self.state {
-                State::Beginning => self.discard_beginning,
-                State::Open => self.discard_open,
-                State::Done => false,
-            };
-            if discard {
-                conn.discard();
-            }
-        }
-    }
-}
-
-type Shared<M> = Arc<RwLock<Cell<M>>>;
-
-/// The frame's connection cell as pool `M`'s.
-fn cell_of<M: TransactionalManager>(frame: &Frame) -> Shared<M> {
-    match frame.conn.clone().downcast::<RwLock<Cell<M>>>() {
-        Ok(cell) => cell,
-        // The key is the address of the pool's shared state, which the
-        // cell's checkout keeps alive: no other pool, of any type, has it.
-        Err(_) => unreachable!("a frame's key names the pool its cell belongs to"),
-    }
-}
-
-fn key<M: TransactionalManager>(pool: &Pool<M>) -> usize {
+pub(crate) fn key<M: TransactionalManager>(pool: &Pool<M>) -> usize {
     Arc::as_ptr(&pool.shared) as *const () as usize
 }
 
@@ -203,10 +86,10 @@ where
 /// [`run`](Self::run).
 #[must_use = "a scope does nothing until `run` is awaited"]
 pub struct Scope<'p, M: TransactionalManager> {
-    pool: &'p Pool<M>,
-    propagation: Propagation,
-    options: TxOptions,
-    site: &'static Location<'static>,
+    pub(crate) pool: &'p Pool<M>,
+    pub(crate) propagation: Propagation,
+    pub(crate) options: TxOptions,
+    pub(crate) site: &'static Location<'static>,
 }
 
 impl<M: TransactionalManager> fmt::Debug for Scope<'_, M> {
@@ -502,187 +385,4 @@ where
         ),
     }
     outcome(ended, &level, TxError::ChildFailed)
-}
-
-/// The connection of the current transaction, from [`Pool::current`], or a
-/// plain checkout from [`Pool::current_or_checkout`].
-///
-/// Derefs to the connection (mutably on sqlx, so `&mut *conn` is an
-/// executor; on tokio-postgres to the shared [`PgClient`], whose queries
-/// from several tasks are pipelined).
-///
-/// [`PgClient`]: crate::managers::tokio_postgres::PgClient
-pub struct TxConn<M: TransactionalManager> {
-    pub(crate) inner: Held<M>,
-}
-
-/// What a [`TxConn`] holds.
-pub(crate) enum Held<M: TransactionalManager> {
-    Exclusive(OwnedRwLockWriteGuard<Cell<M>>),
-    Shared(OwnedRwLockReadGuard<Cell<M>>),
-    Plain(PooledConnection<M>),
-}
-
-impl<M: TransactionalManager> TxConn<M> {
-    /// Whether this is the current transaction's connection (`false` for
-    /// the plain checkout of [`Pool::current_or_checkout`]).
-    pub fn in_transaction(&self) -> bool {
-        !matches!(self.inner, Held::Plain(_))
-    }
-
-    /// The connection, mutably; `None` for a shared guard.
-    pub(crate) fn conn_mut(&mut self) -> Option<&mut M::Connection> {
-        match &mut self.inner {
-            Held::Exclusive(guard) => Some(guard.conn_mut()),
-            Held::Shared(_) => None,
-            Held::Plain(conn) => Some(conn),
-        }
-    }
-}
-
-impl<M: TransactionalManager> Deref for TxConn<M> {
-    type Target = M::Connection;
-
-    fn deref(&self) -> &M::Connection {
-        match &self.inner {
-            Held::Exclusive(guard) => guard.conn(),
-            Held::Shared(guard) => guard.conn(),
-            Held::Plain(conn) => conn,
-        }
-    }
-}
-
-impl<M: TransactionalManager> fmt::Debug for TxConn<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TxConn")
-            .field("in_transaction", &self.in_transaction())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Locks the cell as the manager's queries need.
-async fn lock<M: TransactionalManager>(cell: Shared<M>) -> TxConn<M> {
-    let inner = if M::SHARED_QUERIES {
-        Held::Shared(cell.read_owned().await)
-    } else {
-        Held::Exclusive(cell.write_owned().await)
-    };
-    TxConn { inner }
-}
-
-impl<M: TransactionalManager> Pool<M> {
-    /// A transaction scope on this pool: set its [`Propagation`],
-    /// isolation level and read-only flag, then [`run`](Scope::run) a
-    /// future in it. Inside, and in every future it polls (`join!`,
-    /// `FuturesUnordered`) and every task it hands the transaction to with
-    /// [`ambient::spawn`](crate::ambient::spawn), [`current`](Self::current)
-    /// returns the transaction's connection. A task started with plain
-    /// `tokio::spawn` does not see it.
-    ///
-    /// `#[track_caller]`: the connection the scope checks out is recorded
-    /// at the caller's line ([`holders`](Self::holders), leak reports,
-    /// timeouts).
-    #[track_caller]
-    pub fn transaction(&self) -> Scope<'_, M> {
-        Scope {
-            pool: self,
-            propagation: Propagation::default(),
-            options: TxOptions::default(),
-            site: Location::caller(),
-        }
-    }
-
-    /// Whether a transaction of this pool is current in this task.
-    pub fn in_transaction(&self) -> bool {
-        frame::find(&frame::current(), key(self)).is_some()
-    }
-
-    /// The connection of this pool's current transaction in this task, for
-    /// as long as the returned guard lives.
-    ///
-    /// Hold the guard for your queries only: while it is alive, other code
-    /// of this task that uses the transaction (a nested scope, a joined
-    /// future, a call that asks for `current()` again) waits for it. On
-    /// sqlx the guard is exclusive (queries from joined futures and spawned
-    /// tasks take turns); on tokio-postgres it is shared (their queries are
-    /// pipelined on the one connection).
-    ///
-    /// # Errors
-    ///
-    /// [`TxError::NoTransaction`] outside any scope of this pool.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: dropping the future gives up the wait for the lock.
-    pub async fn current(&self) -> Result<TxConn<M>, TxError<M::Error>> {
-        let cell = {
-            let chain = frame::current();
-            match frame::find(&chain, key(self)) {
-                Some(frame) => cell_of::<M>(frame),
-                None => return Err(TxError::NoTransaction),
-            }
-        };
-        Ok(lock(cell).await)
-    }
-
-    /// [`current`](Self::current), or outside any scope of this pool a
-    /// plain checkout (autocommit), recorded at the caller's line: for code
-    /// that works in a transaction when there is one.
-    ///
-    /// # Errors
-    ///
-    /// [`TxError::Checkout`] when the checkout fails.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`get`](Self::get) and [`current`](Self::current).
-    #[track_caller]
-    pub fn current_or_checkout(
-        &self,
-    ) -> impl Future<Output = Result<TxConn<M>, TxError<M::Error>>> + Send + '_ {
-        let site = Location::caller();
-        async move {
-            let cell = {
-                let chain = frame::current();
-                frame::find(&chain, key(self)).map(|frame| cell_of::<M>(frame))
-            };
-            match cell {
-                Some(cell) => Ok(lock(cell).await),
-                None => {
-                    let timeout = self.config().acquire_timeout();
-                    let conn = self
-                        .shared
-                        .acquire(timeout, site)
-                        .await
-                        .map_err(TxError::Checkout)?;
-                    Ok(TxConn {
-                        inner: Held::Plain(conn),
-                    })
-                }
-            }
-        }
-    }
-
-    /// Registers `callback` to run once this pool's current transaction
-    /// has committed, in the task of the scope that commits it, after the
-    /// `COMMIT` (callbacks run in the order registered). Registered inside
-    /// a savepoint scope that rolls back, or in a transaction that rolls
-    /// back, it never runs; registered in a requires-new scope, it runs
-    /// after that scope's own commit, not the outer one's.
-    ///
-    /// A callback that panics does so in the committing scope's caller,
-    /// after the commit; the callbacks after it are dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`TxError::NoTransaction`] outside any scope of this pool.
-    pub fn after_commit(
-        &self,
-        callback: impl FnOnce() + Send + 'static,
-    ) -> Result<(), TxError<M::Error>> {
-        let chain = frame::current();
-        let frame = frame::find(&chain, key(self)).ok_or(TxError::NoTransaction)?;
-        frame.tx.callbacks().push((frame.depth, Box::new(callback)));
-        Ok(())
-    }
 }
