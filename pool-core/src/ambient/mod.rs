@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "sqlx-postgres")]
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use pool_core::ambient::Propagation;
 //! use pool_core::managers::sqlx::SqlxManager;
 //! use pool_core::{Pool, PoolConfig};
