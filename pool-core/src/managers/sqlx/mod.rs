@@ -126,6 +126,7 @@ macro_rules! prepare_and_describe {
 // Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
 // `mod` line here, which names this module's own feature: rustdoc passes it
 // on to the impls and methods inside (the shared files cannot name it).
+mod ambient;
 mod backend;
 mod executor;
 mod manager;

@@ -683,6 +683,12 @@ impl PgClient {
         self.tx_open || self.raw_tx.load(Ordering::Relaxed)
     }
 
+    /// Marks a transaction begun or ended with SQL text by the ambient
+    /// scopes (`crate::ambient`), so that the reset on return sees it.
+    pub(super) fn set_transaction_open(&mut self, open: bool) {
+        self.tx_open = open;
+    }
+
     /// Called after a successful reset.
     pub(super) fn mark_reset(&mut self) {
         self.tx_open = false;

@@ -295,6 +295,12 @@ impl<Tls> PostgresManager<Tls> {
         self
     }
 
+    /// Whether a connection returned with a transaction open is left
+    /// unreset ([`ResetMode::None`]).
+    pub(super) fn leaves_transactions_open(&self) -> bool {
+        self.reset_mode == ResetMode::None
+    }
+
     /// How many statements [`PgClient::prepare_cached`] keeps per
     /// connection; past it, the least recently used is evicted (and closed
     /// on the server). `0` turns the cache off. Defaults to 256.

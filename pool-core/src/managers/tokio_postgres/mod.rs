@@ -180,6 +180,7 @@
 //! notifications are not delivered to pooled clients (they are dropped and
 //! logged at `trace`).
 
+mod ambient;
 mod cache;
 mod client;
 mod driver;
