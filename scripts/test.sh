@@ -63,11 +63,14 @@ step "tests, paused clock (every crate, every feature)"
 cargo test --workspace --all-features -- "${ignored_args[@]}"
 
 step "tests, production clock (pool-core without tokio-clock)"
-# Integration tests that run on real time (no `start_paused`); the files on
-# the paused clock refuse to compile here.
-cargo test -p pool-core --lib \
-  --test bound --test cancel --test close --test guard --test lifo --test panic \
-  --test affinity --test coop
+# The engine's tests that run on real time (no `start_paused`); the
+# modules on the paused clock are left out of this build.
+cargo test -p pool-core --lib --test engine
+
+step "stress, release build (pool-core without tokio-clock)"
+# Everything at once for a bounded time (tests/engine/stress.rs): far more
+# interleavings fit in an optimised build.
+cargo test -p pool-core --release --test engine -- stress
 
 step "loom models"
 # Loom swaps std's atomics and mutexes for its model checker's; it needs its

@@ -210,7 +210,11 @@ impl<M: ManageConnection> Pool<M> {
 
     /// [`get_timeout`](Self::get_timeout) on behalf of a caller elsewhere:
     /// `site` is what [`holders`](Self::holders) shows, for wrappers whose
-    /// own callers are the ones to name.
+    /// own callers are the ones to name (the host pool's).
+    #[cfg_attr(
+        not(any(feature = "tokio-postgres", feature = "sqlx-postgres")),
+        allow(dead_code)
+    )]
     pub(crate) fn get_for(
         &self,
         timeout: Duration,

@@ -5,14 +5,12 @@
 //! has exited is found by checkouts, `close()` and the idle sweep; idle
 //! counts include kept connections.
 
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PooledConnection};
-use support::{config, Mock};
 
 /// Takes `n` connections on a thread of its own and returns them there;
 /// the thread then exits, leaving them kept for it.

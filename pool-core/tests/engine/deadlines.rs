@@ -2,15 +2,11 @@
 //! waiter: each waiter still times out at its own deadline, whatever the
 //! order in which they queued.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::time::Duration;
 
+use crate::support::{config, until, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
-use support::{config, until, Mock};
 
 fn waited(r: Result<pool_core::PooledConnection<Mock>, PoolError<support::MockError>>) -> Duration {
     match r {

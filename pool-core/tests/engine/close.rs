@@ -1,12 +1,11 @@
 //! `close()`: new and waiting `get()`s fail with `Closed`, idle connections
 //! close at once, and it returns once the in-use ones came back.
 
-mod support;
-
+use crate::support;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError};
-use support::{config, Mock};
 
 #[tokio::test]
 async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {

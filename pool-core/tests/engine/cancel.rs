@@ -1,13 +1,11 @@
 //! Dropping a `get()` future at any await point loses no slot and no
 //! connection.
 
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{assert_settled, config, Mock};
 use pool_core::Pool;
-use support::{assert_settled, config, Mock};
 
 /// After the storm, every slot must still be usable: `max_size` connections
 /// can be held at once, and everything is accounted for.

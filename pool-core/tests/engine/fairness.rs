@@ -1,16 +1,11 @@
 //! Waiters are served first come, first served, by a direct handoff that
 //! wakes them (no polling).
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{config, until, Mock};
 use pool_core::Pool;
-use support::{config, until, Mock};
 
 #[tokio::test]
 async fn waiters_are_served_in_arrival_order() {

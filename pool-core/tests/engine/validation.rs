@@ -1,16 +1,12 @@
 //! Checkout validation: skipped inside the bypass window; a connection that
 //! fails is closed and the caller gets another one within its timeout.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase, ValidationMode};
-use support::{config, Mock};
 
 fn validating(max: u32, bypass: Duration) -> pool_core::PoolConfigBuilder {
     config(max)

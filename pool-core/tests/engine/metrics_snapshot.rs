@@ -1,17 +1,13 @@
 //! `Pool::metrics()`: the snapshot invariant under concurrent load, counters
 //! that add up, and acquire-wait percentiles against a known distribution.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PoolMetrics};
-use support::{config, Mock};
 
 /// Counters never go down between two snapshots.
 fn assert_monotonic(before: &PoolMetrics, after: &PoolMetrics) {

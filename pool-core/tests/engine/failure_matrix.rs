@@ -10,19 +10,14 @@
 //! broken, or needs a reset). On the paused clock, so `Slow` and `Never`
 //! cost no real time.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use pool_core::{Pool, ValidationMode};
-use support::{
+use crate::support::{
     assert_bounds, assert_settled, config, Act, Behaviour, Mock, Scripted, SCRIPTED_PANIC,
 };
+use pool_core::{Pool, ValidationMode};
 
 #[derive(Debug, Clone, Copy)]
 enum Point {

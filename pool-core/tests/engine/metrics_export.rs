@@ -8,18 +8,14 @@
 //! (`metrics::with_local_recorder`): tests do not see each other's series.
 #![cfg(feature = "metrics")]
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
 use pool_core::{MetricNames, Pool, PoolConfigBuilder, PoolError, TimeoutPhase};
-use support::{config, Mock};
 
 const GAUGES: [&str; 8] = [
     "pool_connections",

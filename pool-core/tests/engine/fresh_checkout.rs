@@ -5,14 +5,13 @@
 //! validation; validation skips one opened moments ago and never checked
 //! out. On tokio's paused clock.
 
-mod support;
-
+use crate::support;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{config, Conn, Mock, MockError};
 use pool_core::{async_trait, ConnectionInfo, Hooks, Pool, ValidationMode};
-use support::{config, Conn, Mock, MockError};
 
 fn validating(max: u32) -> pool_core::PoolConfigBuilder {
     config(max)

@@ -6,16 +6,11 @@
 //! the manager's `close` ends. The same properties against real PostgreSQL
 //! clusters are in `fault_pg.rs`.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{assert_settled, config, Behaviour, Mock, SLOW};
 use pool_core::{Pool, ValidationMode};
-use support::{assert_settled, config, Behaviour, Mock, SLOW};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

@@ -3,17 +3,13 @@
 //! soft eviction, resize, retain and awaited closes, checking the pool's
 //! invariants after every step.
 
-mod support;
-
+use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
+use crate::support::{assert_bounds_within, config, Mock};
 use pool_core::{Pool, PooledConnection};
 use proptest::prelude::*;
-use support::{assert_bounds_within, config, Mock};
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -1,10 +1,9 @@
 //! `discard` closes the connection; `detach` takes it out of the pool and
 //! frees its slot.
 
-mod support;
-
+use crate::support;
+use crate::support::{config, Mock};
 use pool_core::Pool;
-use support::{config, Mock};
 
 #[tokio::test]
 async fn discard_closes_and_frees_the_slot() {

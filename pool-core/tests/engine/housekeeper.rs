@@ -3,18 +3,14 @@
 //! last handle goes, and checkout not depending on it. All on tokio's paused
 //! clock: sleeps advance virtual time, so nothing depends on machine speed.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PooledConnection};
-use support::{config, Mock};
 
 const SEC: Duration = Duration::from_secs(1);
 

@@ -1,14 +1,13 @@
 //! The hard bound: never more than `max_size` connections open, whatever the
 //! interleaving.
 
-mod support;
-
+use crate::support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{assert_bounds, assert_settled, config, Mock};
 use pool_core::Pool;
-use support::{assert_bounds, assert_settled, config, Mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {

@@ -4,15 +4,13 @@
 //! site, with or without the backtrace; `slow_acquire_threshold` logs one
 //! WARN with the wait and the holders; the snapshot counts holders by site.
 
-mod support;
-
 use std::io;
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError};
-use support::{config, Mock};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Everything a `tracing` subscriber wrote.

@@ -1,9 +1,7 @@
 //! The idle set hands out the most recently returned connection first.
 
-mod support;
-
+use crate::support::{config, Mock};
 use pool_core::Pool;
-use support::{config, Mock};
 
 #[tokio::test]
 async fn sequential_load_reuses_one_hot_connection() {

@@ -2,12 +2,10 @@
 //! background by checkouts and by the housekeeper, never above `max_size`;
 //! the ones above it retire by `idle_timeout`. On tokio's paused clock.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{assert_bounds, config, until, Mock};
 use pool_core::{Pool, PoolConfig};
-use support::{assert_bounds, config, until, Mock};
 
 #[tokio::test(start_paused = true)]
 async fn checkouts_top_up_idle_connections_in_the_background() {

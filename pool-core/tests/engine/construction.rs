@@ -1,16 +1,11 @@
 //! `new` opens connections up front and fails fast; `new_lazy` opens
 //! nothing until needed.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
-use support::{config, Mock};
 
 #[tokio::test]
 async fn new_opens_min_size_or_one() {

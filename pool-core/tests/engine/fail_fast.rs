@@ -4,14 +4,13 @@
 //! recovers at the first `get()` after the database is back. On tokio's
 //! paused clock, so the times are exact.
 
-mod support;
-
+use crate::support;
 use std::error::Error;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, until, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
-use support::{config, until, Mock};
 
 const THIRTY_S: Duration = Duration::from_secs(30);
 

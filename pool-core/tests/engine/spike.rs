@@ -1,16 +1,11 @@
 //! Demand-driven creation: a burst against short queries is served by
 //! returns, not by a connection per request (HikariCP's "spike demand").
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::Pool;
-use support::{config, Mock};
 
 /// Connect takes 150 ms, queries 2 ms, max 50, min 5, 50 simultaneous
 /// requests: the five warm connections serve the burst in ~20 ms, long

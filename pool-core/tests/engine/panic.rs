@@ -1,12 +1,10 @@
 //! A panic in user code while holding a connection loses no slot.
 
-mod support;
-
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::support::{config, Mock};
 use pool_core::{ManageConnection, Pool};
-use support::{config, Mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panic_while_holding_returns_the_slot() {

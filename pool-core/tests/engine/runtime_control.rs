@@ -2,12 +2,11 @@
 //! rejects; `add` puts a connection made elsewhere in the pool, or gives it
 //! back when the pool is full.
 
-mod support;
-
+use crate::support;
 use std::time::Duration;
 
+use crate::support::{assert_bounds, config, Mock};
 use pool_core::{ManageConnection, Pool};
-use support::{assert_bounds, config, Mock};
 
 #[tokio::test(start_paused = true)]
 async fn retain_closes_the_idle_connections_the_predicate_rejects() {

@@ -2,17 +2,13 @@
 //! `before_acquire` at checkout and `after_release` at return, each able to
 //! reject the connection.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{config, Conn, Mock, MockError};
 use pool_core::{async_trait, ConnectionInfo, Hooks, Pool, PoolError};
-use support::{config, Conn, Mock, MockError};
 
 #[derive(Debug, Default)]
 struct Recorder {

@@ -3,12 +3,10 @@
 //! working and come back to the idle set; `resume()` serves the waiters;
 //! `close()` works while suspended.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{config, until, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
-use support::{config, until, Mock};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

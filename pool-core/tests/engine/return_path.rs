@@ -1,16 +1,12 @@
 //! The return path: broken connections are closed, dirty ones reset eagerly
 //! before anyone else gets them, and a failed reset closes the connection.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::Pool;
-use support::{config, Mock};
 
 /// Waits for the return path to finish (bounded; see `support::eventually`).
 async fn settle(pool: &Pool<Mock>) {

@@ -3,17 +3,13 @@
 //! first connect ran past `connect_timeout`. On tokio's paused clock, so
 //! the waited times are exact.
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
+use crate::support;
 use std::error::Error;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{config, Mock, MockError};
 use pool_core::{ConnectTimedOut, Pool, PoolError, TimeoutPhase, ValidationMode};
-use support::{config, Mock, MockError};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -5,17 +5,12 @@
 //! layer installed for the test's thread (tests run on a current-thread
 //! runtime, so the housekeeper logs there too).
 
-#[cfg(not(feature = "tokio-clock"))]
-compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
-
-mod support;
-
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{config, Mock};
 use pool_core::{Pool, PooledConnection};
-use support::{config, Mock};
 use tracing_subscriber::fmt::MakeWriter;
 
 const REPORT: &str = "connection held past the leak detection threshold";

@@ -2,13 +2,11 @@
 //! checkouts are always ready still yields to the other tasks on its
 //! worker, after a bounded number of them (`coop.rs`).
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::support::{config, Mock};
 use pool_core::Pool;
-use support::{config, Mock};
 
 /// tokio's budget per task poll.
 const TOKIO_BUDGET: u32 = 128;
