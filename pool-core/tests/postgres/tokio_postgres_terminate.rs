@@ -3,9 +3,7 @@
 //! a connection whose query failed is not handed out again.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

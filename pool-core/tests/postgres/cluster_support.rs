@@ -3,9 +3,7 @@
 //! accepts new ones on the same port, and passwords are checked over TCP.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-
+use crate::cluster;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::NoTls;

@@ -2,9 +2,7 @@
 //! recycle at checkout (deadpool's timing) or at return.
 #![cfg(feature = "deadpool")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::collections::HashSet;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};

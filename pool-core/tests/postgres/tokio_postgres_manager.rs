@@ -2,9 +2,7 @@
 //! cache and secrecy, called directly as the pool would.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::time::Duration;
 
 use pool_core::managers::tokio_postgres::PostgresManager;

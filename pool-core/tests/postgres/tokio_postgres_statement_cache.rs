@@ -2,9 +2,7 @@
 //! server: eviction order, counts, and queries past capacity.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-
+use crate::cluster;
 use pool_core::managers::tokio_postgres::{PgClient, PostgresManager};
 use pool_core::ManageConnection;
 use tokio_postgres::NoTls;

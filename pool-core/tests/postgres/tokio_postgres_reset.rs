@@ -2,9 +2,7 @@
 //! that comes back inside a transaction is not handed on inside it.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use futures::FutureExt;
 use pool_core::managers::tokio_postgres::{PgClient, PostgresManager, ResetMode};
 use pool_core::ManageConnection;

@@ -12,9 +12,7 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-
+use crate::cluster;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -3,9 +3,7 @@
 //! delays the next checkout.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -7,16 +7,12 @@
 //! manager's TCP keepalive defaults and which setting wins.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-#[path = "fault_support/mod.rs"]
-mod fault_support;
-
+use crate::fault_support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster::Cluster;
+use crate::cluster::Cluster;
 use pool_core::managers::tokio_postgres::{
     PostgresManager, DEFAULT_KEEPALIVE_IDLE, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_RETRIES,
 };

@@ -2,9 +2,7 @@
 //! connect / is_valid / has_broken mapped one to one.
 #![cfg(feature = "bb8")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::collections::HashSet;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};

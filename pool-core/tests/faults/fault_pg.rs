@@ -10,16 +10,12 @@
 //! Run: `cargo test -p pool-core --all-features --test fault_pg -- --include-ignored --nocapture`.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-#[path = "fault_support/mod.rs"]
-mod fault_support;
-
+use crate::fault_support;
 use std::time::{Duration, Instant};
 
-use cluster::Cluster;
-use fault_support::proxy::Proxy;
-use fault_support::{
+use crate::cluster::Cluster;
+use crate::fault_support::proxy::Proxy;
+use crate::fault_support::{
     assert_invariants, check_90pct_within_100ms, check_errors_per_kill,
     check_fast_errors_while_down, check_first_success_within_10ms,
     check_no_dead_connection_after_up, start_load, start_sampler, target, terminate_all, Enforce,

@@ -2,9 +2,7 @@
 //! cancelled on the server and its connection is retired.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "pg_env/mod.rs"]
-mod pg_env;
-
+use crate::pg_env;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

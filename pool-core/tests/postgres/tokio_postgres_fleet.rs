@@ -8,9 +8,7 @@
 //! busy ones grow.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "cluster/mod.rs"]
-mod cluster;
-
+use crate::cluster;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
