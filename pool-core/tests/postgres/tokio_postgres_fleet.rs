@@ -22,7 +22,9 @@ use tokio_postgres::NoTls;
 
 /// Set in a child: `index,budget name,busy ms,run ms,start dir`.
 const CHILD_ENV: &str = "POOL_CORE_FLEET_CHILD";
-const TEST_NAME: &str = "a_fleet_budget_holds_across_processes";
+/// The test's full name in its binary (module path included), for the
+/// children to run it alone.
+const TEST_NAME: &str = "tokio_postgres_fleet::a_fleet_budget_holds_across_processes";
 const PROCESSES: usize = 4;
 const PER_PROCESS: u32 = 16;
 const BUDGET: u32 = 20;
