@@ -253,7 +253,13 @@ where
 
 /// The housekeeper task.
 async fn run<M: ManageConnection>(weak: Weak<Shared<M>>) {
-    let mut last_sweep: Option<Instant> = None;
+    // The first sweep comes one period after the start, not at once: the
+    // housekeeper starts when a caller first waits, the moment a sweep
+    // (which takes the idle set for an instant) would send the callers
+    // behind it to queue and ask for connections they do not need. A
+    // connection idle too long meanwhile is still refused at checkout
+    // (expiry) or validated (the bypass window).
+    let mut last_sweep: Option<Instant> = Some(Instant::now());
     loop {
         let tick = {
             let Some(shared) = weak.upgrade() else { return };
