@@ -57,7 +57,7 @@ async fn metrics_text(addr: std::net::SocketAddr) -> String {
     panic!("the metrics listener did not come up on {addr}");
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_answers_every_route_and_serves_metrics() {
     let url = match std::env::var("DATABASE_URL") {
