@@ -70,7 +70,7 @@ async fn pool_sessions(cluster: &Cluster, app: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_connect_skips_a_read_only_server() {
     let _serial = fault_support::serial().await;
     let (a, b) = two_clusters().await;
@@ -94,7 +94,7 @@ async fn a_connect_skips_a_read_only_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn writes_follow_the_primary_after_a_read_only_flip() {
     let _serial = fault_support::serial().await;
     let (a, b) = two_clusters().await;

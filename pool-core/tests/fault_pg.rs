@@ -82,7 +82,7 @@ async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_all_backends_once() {
     let _serial = fault_support::serial().await;
     let app = "fault_terminate_once";
@@ -129,7 +129,7 @@ async fn terminate_all_backends_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_backends_repeatedly() {
     let _serial = fault_support::serial().await;
     let app = "fault_terminate_repeat";
@@ -180,7 +180,7 @@ async fn terminate_backends_repeatedly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn stop_the_server_for_3s() {
     let _serial = fault_support::serial().await;
     let app = "fault_stop";
@@ -229,7 +229,7 @@ async fn stop_the_server_for_3s() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_the_postmaster_and_restart() {
     let _serial = fault_support::serial().await;
     let app = "fault_kill9";
@@ -275,7 +275,7 @@ async fn kill_9_the_postmaster_and_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn blackhole_the_network_under_load() {
     let _serial = fault_support::serial().await;
     let app = "fault_blackhole_load";
@@ -327,7 +327,7 @@ async fn blackhole_the_network_under_load() {
 /// within the validation timeout plus the time to look for another one, and
 /// the connection is closed, not returned to the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_blackholed_connection_is_closed_at_checkout() {
     let _serial = fault_support::serial().await;
     let app = "fault_blackhole_checkout";

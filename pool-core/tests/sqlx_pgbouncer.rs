@@ -195,7 +195,7 @@ async fn pool_through(bouncer: &Bouncer, mode: PoolerMode) -> Pool<SqlxManager<P
         .expect("PgBouncer is reachable")
 }
 
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn transaction_pooler_mode_runs_parameterised_queries_behind_pgbouncer() {
     let url = match std::env::var("DATABASE_URL") {

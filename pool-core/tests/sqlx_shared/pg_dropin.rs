@@ -84,7 +84,7 @@ fn owned<T: Send + 'static>(value: T) -> T {
     value
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn pool_is_an_executor_with_one_checkout_per_query() {
     bounded(async {
@@ -129,7 +129,7 @@ async fn pool_is_an_executor_with_one_checkout_per_query() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_commit_keeps_the_rows() {
     bounded(async {
@@ -148,7 +148,7 @@ async fn begin_then_commit_keeps_the_rows() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_rollback_drops_the_rows() {
     bounded(async {
@@ -165,7 +165,7 @@ async fn begin_then_rollback_drops_the_rows() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     bounded(async {
@@ -189,7 +189,7 @@ async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_on_a_closed_pool_is_pool_closed() {
     bounded(async {
@@ -202,7 +202,7 @@ async fn begin_on_a_closed_pool_is_pool_closed() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
     bounded(async {
@@ -228,7 +228,7 @@ async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
 /// `pool.begin()` dropped after 0 to 5 polls (with the reply given time to
 /// arrive in between): whether it was waiting, had its `BEGIN` in flight or
 /// had it answered, the next checkout is outside any transaction.
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_at_any_point_leaves_no_transaction() {
     bounded(async {
