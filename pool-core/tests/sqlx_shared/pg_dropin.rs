@@ -253,3 +253,88 @@ async fn begin_cancelled_at_any_point_leaves_no_transaction() {
     })
     .await;
 }
+
+/// A function generic over `sqlx::Acquire`, as sqlx code writes it: a
+/// transaction of its own on whatever it is given.
+async fn insert_through<'c, A>(conn: A, tag: &str) -> Result<(), sqlx::Error>
+where
+    A: sqlx::Acquire<'c, Database = sqlx::Postgres>,
+{
+    let mut tx = conn.begin().await?;
+    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+        .bind(tag)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// `pool.acquire().await?` in a function that returns `sqlx::Error`.
+async fn count_with_acquire(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+        .bind(tag)
+        .fetch_one(&mut *conn)
+        .await
+}
+
+/// Where sqlx code names `sqlx::Transaction<'static, Postgres>`.
+struct UnitOfWork {
+    tx: Transaction<PgConnection>,
+}
+
+/// Where sqlx code takes `&mut sqlx::Transaction<'_, Postgres>`.
+async fn insert_in(tx: &mut PgConnection, tag: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+        .bind(tag)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Each row of MIGRATION.md's porting table, with its replacement line.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn a_pgpool_program_ports_with_the_documented_lines() {
+    bounded(async {
+        let pool = single().await;
+        let tag = unique_tag("pg-porting");
+
+        // `acquire()` and `?` into `sqlx::Error`.
+        assert_eq!(count_with_acquire(&pool, &tag).await.unwrap(), 0);
+
+        // `Acquire` with `&pool`: `&mut pool.acquire().await?`.
+        insert_through(&mut pool.acquire().await.unwrap(), &tag)
+            .await
+            .unwrap();
+        assert_eq!(rows(&pool, &tag).await, 1);
+
+        // `Acquire` with `&mut tx`: unchanged (a savepoint in `tx`).
+        let mut tx = pool.begin().await.unwrap();
+        insert_through(&mut tx, &tag).await.unwrap();
+        insert_in(&mut tx, &tag).await.unwrap();
+        assert!(server_in_transaction(&mut tx).await, "still in the outer one");
+        tx.rollback().await.unwrap();
+        assert_eq!(rows(&pool, &tag).await, 1, "the savepoint went with it");
+
+        // `Transaction<'static, Postgres>` in a struct: `Transaction<PgConnection>`.
+        let mut unit = owned(UnitOfWork {
+            tx: pool.begin().await.unwrap(),
+        });
+        insert_in(&mut unit.tx, &tag).await.unwrap();
+        unit.tx.commit().await.unwrap();
+        assert_eq!(rows(&pool, &tag).await, 2);
+
+        // `size()` and `num_idle()`.
+        assert_eq!((pool.size(), pool.num_idle()), (1, 1));
+        let held = pool.acquire().await.unwrap();
+        assert_eq!((pool.size(), pool.num_idle()), (1, 0));
+        drop(held);
+        pool.close().await;
+        assert!(pool.is_closed());
+        assert!(matches!(
+            pool.acquire().await,
+            Err(sqlx::Error::PoolClosed)
+        ));
+    })
+    .await;
+}

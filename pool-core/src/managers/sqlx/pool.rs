@@ -3,7 +3,7 @@
 //! `sqlx::Acquire` on a checked-out connection and on a [`Transaction`].
 
 use super::backend::SqlxConnection;
-use super::driver::{Acquire, Connection, Database, Error};
+use super::driver::{Acquire, Database, Error};
 use super::transaction::{into_sqlx_error, Transaction};
 use super::SqlxManager;
 use crate::{Pool, PooledConnection};
