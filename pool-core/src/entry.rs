@@ -21,8 +21,8 @@ pub(crate) struct Entry<C> {
     /// When the housekeeper last pinged it (keepalive).
     pub(crate) last_ping: Stamp,
     /// Never checked out and returned yet: opened for the pool, so its
-    /// first checkout soon after skips validation and `before_acquire`
-    /// (SPEC 12). Cleared at its first return.
+    /// first checkout soon after skips validation and `before_acquire`.
+    /// Cleared at its first return.
     pub(crate) fresh: bool,
 }
 

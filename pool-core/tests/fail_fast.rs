@@ -1,4 +1,4 @@
-//! Fail fast (SPEC 13): a connect failure with nothing open that could come
+//! Fail fast: a connect failure with nothing open that could come
 //! back reaches the callers at once, not after `acquire_timeout`; the pool
 //! recovers at the first `get()` after the database is back. On tokio's
 //! paused clock, so the times are exact.

@@ -1,4 +1,4 @@
-//! Failover in `PostgresManager` (issue 13 item 5), against two clusters
+//! Failover in `PostgresManager`, against two clusters
 //! the test owns: with both hosts listed and `target_session_attrs =
 //! read-write`, a connect skips a read-only server, and when the primary
 //! turns read-only under load (`default_transaction_read_only` flipped on it

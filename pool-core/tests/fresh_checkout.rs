@@ -1,4 +1,4 @@
-//! SPEC 12: a connection opened moments ago and never checked out is
+//! Fresh connections: a connection opened moments ago and never checked out is
 //! neither validated nor shown to `before_acquire` at its first checkout;
 //! `before_acquire` runs on connections that were idle in the pool, before
 //! validation. On tokio's paused clock.
