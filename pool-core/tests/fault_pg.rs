@@ -116,7 +116,7 @@ async fn terminate_all_backends_once() {
     );
     // Reported only: a checkout in the moment between the kill and the
     // client reading its socket's end (before any failure is seen) can
-    // still get a dead one; the bound for a kill is the line above.
+    // still get a dead one; the target bound for a kill is the line above.
     target(
         "no dead connection after the kill",
         check_no_dead_connection_after_up(&f),

@@ -3,7 +3,7 @@
 //! pool's server-side sessions, the fault figures, the invariants every
 //! scenario asserts, and the fault targets as named checks.
 //!
-//! The outcome targets (no dead connection handed out, errors
+//! The outcome targets (no dead connection handed out, errors
 //! within the queries in flight, no caller waiting out its timeout while
 //! the server is down) are asserted (`Enforce::Yes`). Its timing targets
 //! (first success within 10 ms, 90 % throughput within 100 ms) are
