@@ -277,6 +277,18 @@ async fn count_with_acquire(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error
         .await
 }
 
+/// `pool.get()` kept, its error turned into `sqlx::Error`.
+async fn count_with_get(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+    let mut conn = pool
+        .get()
+        .await
+        .map_err(crate::drivers::pool_sqlx::into_sqlx_error)?;
+    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+        .bind(tag)
+        .fetch_one(&mut *conn)
+        .await
+}
+
 /// Where sqlx code names `sqlx::Transaction<'static, Postgres>`.
 struct UnitOfWork {
     tx: Transaction<PgConnection>,
@@ -323,6 +335,7 @@ async fn a_pgpool_program_ports_with_the_documented_lines() {
         insert_in(&mut unit.tx, &tag).await.unwrap();
         unit.tx.commit().await.unwrap();
         assert_eq!(rows(&pool, &tag).await, 2);
+        assert_eq!(count_with_get(&pool, &tag).await.unwrap(), 2);
 
         // `size()` and `num_idle()`.
         assert_eq!((pool.size(), pool.num_idle()), (1, 1));
