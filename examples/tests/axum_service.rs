@@ -1,6 +1,6 @@
 //! Smoke test of the axum example's service against `DATABASE_URL`: starts
-//! it on an ephemeral port, hits every route and the metrics listener, and
-//! stops it, all within a time bound.
+//! it on an ephemeral port, hits every route and the metrics listener,
+//! stops it and drops its table, all within a time bound.
 
 use std::time::Duration;
 
@@ -102,6 +102,12 @@ async fn service_answers_every_route_and_serves_metrics() {
 
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
+        axum_service::drop_notes(&pool).await.unwrap();
+        let left: Option<String> = sqlx::query_scalar("SELECT to_regclass('axum_notes')::text")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(left, None, "the notes table is gone");
         pool.close().await;
     })
     .await
