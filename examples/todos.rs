@@ -39,7 +39,9 @@ async fn main() -> anyhow::Result<()> {
     match args.as_slice() {
         ["add", description] => println!("added {}", todos::add(&pool, description).await?),
         ["done", id] => {
-            let id: i64 = id.parse().with_context(|| format!("{id:?} is not a number"))?;
+            let id: i64 = id
+                .parse()
+                .with_context(|| format!("{id:?} is not a number"))?;
             if todos::complete(&pool, id).await? {
                 println!("{id} is done");
             } else {

@@ -54,7 +54,10 @@ pub fn valid_schema(name: &str) -> bool {
 /// An invalid schema name, a malformed URL, an unreachable server, or a
 /// migration's error.
 pub async fn connect(url: &str, schema: &str) -> anyhow::Result<PgPool> {
-    anyhow::ensure!(valid_schema(schema), "{schema:?} is not a plain schema name");
+    anyhow::ensure!(
+        valid_schema(schema),
+        "{schema:?} is not a plain schema name"
+    );
     let options: PgConnectOptions = url.parse()?;
     let options = options.options([("search_path", schema)]);
     // PgPoolOptions::new().max_connections(5).acquire_timeout(..).connect_with(options)
@@ -211,7 +214,10 @@ pub async fn archived(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
 ///
 /// An invalid schema name, or the statement's error.
 pub async fn drop_schema(pool: &PgPool, schema: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(valid_schema(schema), "{schema:?} is not a plain schema name");
+    anyhow::ensure!(
+        valid_schema(schema),
+        "{schema:?} is not a plain schema name"
+    );
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP SCHEMA IF EXISTS {schema} CASCADE"
     )))

@@ -15,7 +15,11 @@ fn url() -> String {
 
 /// A schema no other run uses.
 fn schema(test: &str) -> String {
-    format!("pool_core_todos_{test}_{}_{}", std::process::id(), fastrand::u32(..))
+    format!(
+        "pool_core_todos_{test}_{}_{}",
+        std::process::id(),
+        fastrand::u32(..)
+    )
 }
 
 async fn schema_exists(pool: &todos::PgPool, schema: &str) -> bool {
@@ -50,9 +54,15 @@ async fn the_demo_runs_and_drops_its_schema() {
         ] {
             assert!(out.contains(line), "{line:?} missing from:\n{out}");
         }
-        assert!(out.ends_with(&format!("dropped schema {schema}\n")), "{out}");
+        assert!(
+            out.ends_with(&format!("dropped schema {schema}\n")),
+            "{out}"
+        );
         let pool = todos::connect(&url(), "public").await.unwrap();
-        assert!(!schema_exists(&pool, &schema).await, "the demo left {schema}");
+        assert!(
+            !schema_exists(&pool, &schema).await,
+            "the demo left {schema}"
+        );
         pool.close().await;
     })
     .await;
@@ -110,7 +120,10 @@ async fn steps(pool: &todos::PgPool) -> anyhow::Result<()> {
         .await?;
     let before = todos::count_open(pool).await?;
     let refused = todos::add_all(&mut pool.acquire().await?, &["seven", "six"]).await;
-    assert!(matches!(refused, Err(sqlx::Error::Database(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(sqlx::Error::Database(_))),
+        "{refused:?}"
+    );
     assert_eq!(todos::count_open(pool).await?, before);
 
     let listed: Vec<String> = todos::list(pool)
@@ -122,7 +135,11 @@ async fn steps(pool: &todos::PgPool) -> anyhow::Result<()> {
     assert_eq!(todos::archive_done(pool).await?, 1);
     assert_eq!(todos::archived(pool).await?, ["one"]);
     assert_eq!(todos::list(pool).await?.len(), 3);
-    assert_eq!(pool.size(), pool.num_idle() as u32, "every connection came back");
+    assert_eq!(
+        pool.size(),
+        pool.num_idle() as u32,
+        "every connection came back"
+    );
     Ok(())
 }
 

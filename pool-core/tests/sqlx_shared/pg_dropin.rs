@@ -324,7 +324,10 @@ async fn a_pgpool_program_ports_with_the_documented_lines() {
         let mut tx = pool.begin().await.unwrap();
         insert_through(&mut tx, &tag).await.unwrap();
         insert_in(&mut tx, &tag).await.unwrap();
-        assert!(server_in_transaction(&mut tx).await, "still in the outer one");
+        assert!(
+            server_in_transaction(&mut tx).await,
+            "still in the outer one"
+        );
         tx.rollback().await.unwrap();
         assert_eq!(rows(&pool, &tag).await, 1, "the savepoint went with it");
 
@@ -344,10 +347,7 @@ async fn a_pgpool_program_ports_with_the_documented_lines() {
         drop(held);
         pool.close().await;
         assert!(pool.is_closed());
-        assert!(matches!(
-            pool.acquire().await,
-            Err(sqlx::Error::PoolClosed)
-        ));
+        assert!(matches!(pool.acquire().await, Err(sqlx::Error::PoolClosed)));
     })
     .await;
 }

@@ -345,7 +345,10 @@ async fn a_transaction_is_an_acquire_whose_begin_is_a_savepoint() {
         let mut tx = pool.begin().await.unwrap();
         insert_through(&mut tx, "inner", true).await.unwrap();
         insert_through(&mut tx, "undone", false).await.unwrap();
-        assert!(tx.is_in_transaction(), "the outer transaction is still open");
+        assert!(
+            tx.is_in_transaction(),
+            "the outer transaction is still open"
+        );
         assert_eq!(count_through(&mut tx, "inner").await.unwrap(), 1);
         assert_eq!(count_through(&mut tx, "undone").await.unwrap(), 0);
         tx.rollback().await.unwrap();
