@@ -159,14 +159,23 @@ if $initdb_alone; then
   # The test files whose every ignored test needs only initdb; a file that
   # mixes in another reason would run that one too, so it is left out (and
   # said so).
+  # A test binary is a file under pool-core/tests/ or a folder there with
+  # a main.rs (all its files).
   initdb_tests=()
-  for file in pool-core/tests/*.rs; do
-    grep -q 'ignore = "needs initdb' "$file" || continue
-    if grep '#\[ignore' "$file" | grep -vq 'needs initdb'; then
-      echo "test.sh: $file also has tests that need a URL: its initdb tests stay ignored"
+  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
+    if [[ $target == */main.rs ]]; then
+      name=$(basename "$(dirname "$target")")
+      sources=("$(dirname "$target")"/*.rs)
+    else
+      name=$(basename "$target" .rs)
+      sources=("$target")
+    fi
+    grep -q 'ignore = "needs initdb' "${sources[@]}" || continue
+    if grep -h '#\[ignore' "${sources[@]}" | grep -vq 'needs initdb'; then
+      echo "test.sh: test $name also has tests that need a URL: its initdb tests stay ignored"
       continue
     fi
-    initdb_tests+=(--test "$(basename "$file" .rs)")
+    initdb_tests+=(--test "$name")
   done
   tests "$ran_alone" "tests that need only initdb" \
     cargo test --workspace --all-features --no-fail-fast "${initdb_tests[@]}" -- --ignored

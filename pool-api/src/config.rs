@@ -11,6 +11,15 @@ use crate::MetricNames;
 /// idle stack's head, its ABA tag and its flags fit in one atomic word.
 pub const MAX_POOL_SIZE: u32 = 65_535;
 
+/// Label keys the pool sets itself, refused by `metric_label`.
+const RESERVED_LABELS: [&str; 5] = [
+    "pool",
+    "reason",
+    "state",
+    "db.client.connection.pool.name",
+    "db.client.connection.state",
+];
+
 /// How a connection is checked when it is handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -108,6 +117,7 @@ pub struct PoolConfig {
     min_idle: u32,
     max_size_ceiling: Option<u32>,
     thread_affinity: bool,
+    metric_labels: Vec<(String, String)>,
 }
 
 impl Default for PoolConfig {
@@ -135,6 +145,7 @@ impl Default for PoolConfig {
             min_idle: 0,
             max_size_ceiling: None,
             thread_affinity: true,
+            metric_labels: Vec::new(),
         }
     }
 }
@@ -218,6 +229,29 @@ impl PoolConfig {
     pub fn max_concurrent_connects(&self) -> u32 {
         self.max_concurrent_connects
     }
+    /// Labels added to every exported series, beside the pool's name.
+    pub fn metric_labels(&self) -> &[(String, String)] {
+        &self.metric_labels
+    }
+
+    /// This config with one more label on every exported series (see
+    /// [`PoolConfigBuilder::metric_label`]), for a wrapper that builds one
+    /// pool per backend from a config it was given.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for field `metric_label` when the key is empty,
+    /// already present, or one the pool sets itself.
+    pub fn with_metric_label(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
+        self.metric_labels.push((key.into(), value.into()));
+        self.validate()?;
+        Ok(self)
+    }
+
     /// Which names the series are exported under.
     pub fn metric_names(&self) -> MetricNames {
         self.metric_names
@@ -295,6 +329,21 @@ impl PoolConfig {
             .is_some_and(|c| c < self.max_size || c > MAX_POOL_SIZE)
         {
             return err("max_size_ceiling", "must be from max_size to 65535");
+        }
+        for (i, (key, _)) in self.metric_labels.iter().enumerate() {
+            if key.is_empty() {
+                return err("metric_label", "needs a non-empty key");
+            }
+            if RESERVED_LABELS.contains(&key.as_str()) {
+                return err(
+                    "metric_label",
+                    "must not use a key the pool sets itself (pool, reason, state, \
+                     db.client.connection.pool.name, db.client.connection.state)",
+                );
+            }
+            if self.metric_labels[..i].iter().any(|(k, _)| k == key) {
+                return err("metric_label", "must not repeat a key");
+            }
         }
         if self.max_concurrent_connects == 0 {
             return err("max_concurrent_connects", "must be at least 1");
@@ -531,6 +580,27 @@ impl PoolConfigBuilder {
     /// Defaults to [`MetricNames::Hikari`].
     pub fn metric_names(mut self, names: MetricNames) -> Self {
         self.config.metric_names = names;
+        self
+    }
+
+    /// Adds a label to every series the pool exports, beside its name:
+    /// `host` for one pool per database host, say. The key must not be
+    /// empty, repeated, or one the pool sets itself (`pool`, `reason`,
+    /// `state` and the OpenTelemetry names). None by default.
+    ///
+    /// ```
+    /// use pool_api::PoolConfig;
+    ///
+    /// let config = PoolConfig::builder()
+    ///     .name("orders")
+    ///     .metric_label("host", "db2:5432")
+    ///     .build()?;
+    /// assert_eq!(config.metric_labels(), [("host".to_owned(), "db2:5432".to_owned())]);
+    /// assert!(PoolConfig::builder().metric_label("pool", "x").build().is_err());
+    /// # Ok::<(), pool_api::ConfigError>(())
+    /// ```
+    pub fn metric_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.metric_labels.push((key.into(), value.into()));
         self
     }
 

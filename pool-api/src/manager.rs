@@ -89,6 +89,18 @@ pub trait ManageConnection: Send + Sync + 'static {
         false
     }
 
+    /// Whether a [`connect`](Self::connect) error will not go away by
+    /// trying again soon: a refused login (wrong password, unknown role),
+    /// an unknown database, a setting the server rejects. The pool retries
+    /// one failed connect at once before any caller sees it (a dropped
+    /// packet, a server restarting its listener); a permanent error is not
+    /// retried, it fails the waiting callers fast at once (see
+    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)),
+    /// and `Pool::new` returns it. Defaults to `false`.
+    fn is_permanent_error(&self, _error: &Self::Error) -> bool {
+        false
+    }
+
     /// Brings a dirty connection back to a clean state (rollback, defaults).
     ///
     /// An error closes the connection.

@@ -183,12 +183,14 @@ impl<M: ManageConnection> Shared<M> {
         self.acquire_slow(now, popped, timeout, site).await
     }
 
-    /// Whether a connection must be validated or shown to the
-    /// `before_acquire` hook before it is handed out: not when it was opened
-    /// moments ago and never checked out (SPEC 12).
+    /// Whether a connection taken from idle must be shown to the
+    /// `before_acquire` hook or validated before it is handed out: the
+    /// hook sees every one, whoever opened it (a `min_size` connection
+    /// included); validation skips one opened moments ago and never
+    /// checked out, which its connect just showed to work.
     #[inline]
     fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        (self.has_checkout_hook() || self.validation_due(entry, now)) && !is_fresh(entry, now)
+        self.has_checkout_hook() || (self.validation_due(entry, now) && !is_fresh(entry, now))
     }
 
     /// Whether `is_valid` must run before `entry` is handed out: idle
@@ -321,6 +323,17 @@ impl<M: ManageConnection> Shared<M> {
             self.evict(h, reason);
             return Err(Refused::Retry);
         }
+        // Opened for this caller (or for a caller who left it to this
+        // one) and never idle: handed out as is. `has_broken`, validation
+        // and `before_acquire` are about a connection that was used or
+        // waited; asking them here threw away connections nobody had
+        // touched (a manager whose `has_broken` says true after first use
+        // left every caller waiting out its timeout).
+        if h.entry.from_connect {
+            self.connector()
+                .count_check(self.clock(), h.entry.created_at, true);
+            return Ok(self.handed_out_after_wait(h, start, now, site));
+        }
         // The same check as the fast path's, through the slot (a move in
         // and out of it, on the slow path only).
         let Some(held) = self.check_not_broken(self.slots().hold(h), now) else {
@@ -334,7 +347,9 @@ impl<M: ManageConnection> Shared<M> {
         }
         let created_at = h.entry.created_at;
         let idle_for = h.entry.idle_for(now);
-        let validate = self.validation_due(&h.entry, now);
+        // Opened moments ago and never checked out: its connect just
+        // showed it works (the hook may still be why it is here).
+        let validate = self.validation_due(&h.entry, now) && !is_fresh(&h.entry, now);
         // In flight until checked: dropping it (a cancelled `get()`) closes
         // the connection, which may be mid-ping.
         let mut conn = Floating::new(self.clone(), h, Reason::Validation);

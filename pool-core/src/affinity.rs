@@ -211,7 +211,11 @@ impl<M: ManageConnection> Shared<M> {
             }
             // Taken by a caller that queued, or by close, meanwhile.
             Parked::Claimed => None,
-            Parked::Back(held) => {
+            Parked::Back(held, counted) => {
+                // A late publish's count (`slots/cache.rs`): ours to
+                // release. `self` is the returning guard's own count, so
+                // this never frees the pool under us.
+                self.release_parked_counts(usize::from(counted));
                 self.deliver(slots.take_held(held));
                 None
             }

@@ -16,6 +16,7 @@
 //! waits.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -42,6 +43,37 @@ use crate::stats::Reason;
 ///
 /// A panic while holding the guard drops it as usual: the slot is never
 /// lost.
+///
+/// # Thread safety
+///
+/// The guard is `Send` when the connection is, and `Sync` only when the
+/// connection is `Sync`: a shared `&PooledConnection` gives `&M::Connection`
+/// to every thread that has it. A connection that is `Send` but not `Sync`
+/// (one with a `Cell` inside) therefore cannot be used from two threads
+/// through one guard:
+///
+/// ```compile_fail
+/// use std::cell::Cell;
+/// use pool_core::{async_trait, ManageConnection, PooledConnection};
+///
+/// #[derive(Debug)]
+/// struct Cells;
+///
+/// #[async_trait]
+/// impl ManageConnection for Cells {
+///     type Connection = Cell<u64>;
+///     type Error = std::io::Error;
+///     async fn connect(&self) -> Result<Cell<u64>, std::io::Error> {
+///         Ok(Cell::new(0))
+///     }
+///     async fn is_valid(&self, _: &mut Cell<u64>) -> Result<(), std::io::Error> {
+///         Ok(())
+///     }
+/// }
+///
+/// fn shared_between_threads<T: Sync>() {}
+/// shared_between_threads::<PooledConnection<Cells>>(); // error: `Cell<u64>` is not `Sync`
+/// ```
 pub struct PooledConnection<M: ManageConnection> {
     /// The guard's count of the pool. Dropped by `drop`, unless the
     /// connection is parked in its slot, which then keeps the count for
@@ -54,6 +86,13 @@ pub struct PooledConnection<M: ManageConnection> {
     checked_out_at: Stamp,
     /// Set by `discard`: close instead of returning.
     discard: bool,
+    /// The guard hands out `&M::Connection` through `Deref`, so it may be
+    /// shared between threads only when the connection may: this makes it
+    /// `Sync` exactly when `M::Connection: Sync` (and `Send` when it is
+    /// `Send`), whatever the pool's own types are. The engine's `Slots` is
+    /// `Sync` for any `Send` connection because it never hands out a
+    /// shared reference itself; the guard does.
+    _conn: PhantomData<M::Connection>,
 }
 
 impl<M: ManageConnection> std::fmt::Debug for PooledConnection<M>
@@ -77,6 +116,7 @@ impl<M: ManageConnection> PooledConnection<M> {
             held: ManuallyDrop::new(held),
             checked_out_at: now,
             discard: false,
+            _conn: PhantomData,
         }
     }
 
@@ -208,6 +248,7 @@ impl<M: ManageConnection> Shared<M> {
         let entry = slots.entry_mut(&mut held);
         entry.last_used = now;
         entry.fresh = false;
+        entry.from_connect = false;
         let dirty = match catch_unwind(AssertUnwindSafe(|| {
             manager.needs_reset(&mut slots.entry_mut(&mut held).conn)
         })) {
@@ -287,6 +328,9 @@ impl<M: ManageConnection> Shared<M> {
                     Err(back) => h = back,
                 }
             }
+            // Going idle: whoever takes it next did not ask for it to be
+            // opened, and checks it as any idle connection.
+            h.entry.from_connect = false;
             match slots.push_idle(h) {
                 Ok(()) => return,
                 Err((PushRefused::Closed, back)) => return self.evict(back, Reason::Closed),

@@ -128,6 +128,12 @@ pub(crate) struct Connector {
     pacing: AtomicU32,
     /// Wakes a connector out of its back-off sleep.
     wake: tokio::sync::Notify,
+    /// Connects that failed in a row (database failures, not capacity
+    /// refusals or panics); zeroed by a successful connect. The first is
+    /// retried at once before anyone sees it; fail fast starts at the
+    /// second. Relaxed: each failure reads its own increment, and a
+    /// success racing a failure is a fresh start either way.
+    failed_in_a_row: AtomicU32,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
     started: AtomicU32,
@@ -143,6 +149,7 @@ impl Connector {
             failed_at: AtomicU64::new(0),
             pacing: AtomicU32::new(0),
             wake: tokio::sync::Notify::new(),
+            failed_in_a_row: AtomicU32::new(0),
             #[cfg(loom)]
             started: AtomicU32::new(0),
         }
@@ -232,6 +239,25 @@ impl Connector {
         self.running.load(Ordering::Relaxed) < limit
     }
 
+    /// Connectors running now (a hint: see [`Shared::wants_another`]).
+    fn running(&self) -> u32 {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// Counts a failed connect; the number in a row, this one included.
+    fn count_failure(&self) -> u32 {
+        self.failed_in_a_row
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1)
+    }
+
+    /// A connect succeeded: the next failure is a first one again.
+    fn count_success(&self) {
+        if self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.failed_in_a_row.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Takes over a place [`claim`](Self::claim) reserved; dropping the
     /// result gives it back.
     pub(crate) fn adopt(&self) -> Running<'_> {
@@ -282,6 +308,18 @@ impl Drop for Running<'_> {
         // `Shared::connector_done` reaches next in `request_connections`.
         self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// What a connector does after a failed connect ([`Shared::connect_failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// The first failure in a row, not a permanent one: try again at once,
+    /// before any caller sees it (a dropped packet, a listener restarting).
+    RetryNow,
+    /// Back off; `wakeable`: a caller who queues may cut the pause short
+    /// (a database failure), or not (a capacity refusal, a panic: trying
+    /// sooner does not cure them).
+    Pace { wakeable: bool },
 }
 
 /// Why opening a connection failed.
@@ -345,13 +383,33 @@ impl<M: ManageConnection> Shared<M> {
         if !self.has_handles() {
             return waiting;
         }
+        waiting + self.shortfall()
+    }
+
+    /// Whether a connector, one of those running, should open another
+    /// connection: more are wanted than the other connectors, each of
+    /// which opens one (or is about to look at the demand again). Counting
+    /// only the waiters, a connector whose connect served one caller would
+    /// open a second for a caller another connector's connect was already
+    /// on its way to: one connect too many per such race. A connector that
+    /// stops on a stale count is safe: the last one to stop looks at the
+    /// demand again (`connector_done`).
+    fn wants_another(&self) -> bool {
+        let others = self.connector().running().saturating_sub(1);
+        self.demand() > others
+    }
+
+    /// The larger of the shortfall below `min_size` (open connections)
+    /// and the shortfall below `min_idle` (idle ones; counted only when
+    /// `min_idle` is set, as it adds up the slots).
+    fn shortfall(&self) -> u32 {
         let total = self.slots().open();
         let mut short = self.config().min_size().saturating_sub(total);
         let min_idle = self.config().min_idle();
         if min_idle != 0 {
             short = short.max(min_idle.saturating_sub(self.slots().census().idle));
         }
-        waiting + short
+        short
     }
 
     /// A checkout with `min_idle` set: when it may have left fewer idle
@@ -449,6 +507,7 @@ impl<M: ManageConnection> Shared<M> {
             Ok(Err(panic)) => return Err(OpenError::Panicked(panic)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
+        self.connector().count_success();
         if self.connector().is_down() {
             self.recovered();
         }
@@ -464,6 +523,7 @@ impl<M: ManageConnection> Shared<M> {
             generation,
             last_ping: now,
             fresh: true,
+            from_connect: true,
         })
     }
 
@@ -483,15 +543,20 @@ impl<M: ManageConnection> Shared<M> {
         self.export().creation_failed();
     }
 
-    /// Records a failed connect (its slot already given back) and, when
-    /// nothing open could come back, fails the waiting callers with it
-    /// (fail fast; see the module docs). Returns whether it was a database
-    /// failure: `false` for a capacity refusal (a fleet budget with no free
-    /// ticket) or a panicking connect, which trying sooner does not cure.
-    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> bool {
+    /// Records a failed connect (its slot already given back) and says
+    /// what the connector does next. The first database failure in a row
+    /// is retried at once, unless the manager calls it permanent; from the
+    /// second on (or at a permanent one), when nothing open could come
+    /// back, the waiting callers fail with it (fail fast; see the module
+    /// docs). A capacity refusal (a fleet budget with no free ticket) or a
+    /// panicking connect is paced, never retried at once nor failed fast:
+    /// trying sooner does not cure them.
+    pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> AfterFailure {
         self.count_creation_error();
         let capacity =
             matches!(&err, OpenError::Backend(e) if self.manager().is_capacity_refusal(e));
+        let permanent =
+            matches!(&err, OpenError::Backend(e) if self.manager().is_permanent_error(e));
         // A panic says the code is broken, not the database: no failure
         // epoch, no fail fast; callers wait (and time out with it as the
         // last error) while the connect is retried with back-off.
@@ -504,17 +569,20 @@ impl<M: ManageConnection> Shared<M> {
         }
         self.set_last_error(last);
         if capacity || panicked {
-            return false;
+            return AfterFailure::Pace { wakeable: false };
         }
         self.connector().saw_failure(self.clock().now());
+        if self.connector().count_failure() == 1 && !permanent {
+            return AfterFailure::RetryNow;
+        }
         if !self.config().fail_fast() || self.slots().open() != 0 {
-            return true;
+            return AfterFailure::Pace { wakeable: true };
         }
         *lock(self.failure()) = Some(failure);
         // Relaxed: a hint; callers read the failure under its lock.
         self.connector().down.store(1, Ordering::Relaxed);
         self.waiters().fail_all(|| self.slots().clear_waiting());
-        true
+        AfterFailure::Pace { wakeable: true }
     }
 
     /// A connect succeeded: the database is no longer known down.
@@ -561,6 +629,7 @@ impl<M: ManageConnection> Shared<M> {
             last_ping: now,
             // Not opened by the pool: checked at its first checkout.
             fresh: false,
+            from_connect: false,
         });
         Ok(())
     }
@@ -591,12 +660,32 @@ impl<M: ManageConnection> Shared<M> {
         Ok(())
     }
 
+    /// Opens one connection of `Pool::new`'s first ones. A first failure
+    /// that the manager does not call permanent is retried once at once,
+    /// as connectors do; the second is the caller's error.
     async fn open_one_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
         let Some(slot) = self.reserve() else {
             return Ok(());
         };
         let started = Instant::now();
-        match self.open().await {
+        let opened = match self.open().await {
+            Err(OpenError::Backend(e)) if !self.manager().is_permanent_error(&e) => {
+                tracing::warn!(pool = self.config().name(), error = %e, "connect failed; retrying once");
+                self.count_creation_error();
+                self.open().await
+            }
+            Err(OpenError::TimedOut(limit)) => {
+                tracing::warn!(
+                    pool = self.config().name(),
+                    timeout = ?limit,
+                    "connect timed out; retrying once"
+                );
+                self.count_creation_error();
+                self.open().await
+            }
+            opened => opened,
+        };
+        match opened {
             Ok(entry) => {
                 slot.fill(entry);
                 Ok(())
@@ -643,7 +732,7 @@ async fn connector<M: ManageConnection>(shared: Arc<Shared<M>>) {
 async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        if shared.is_closed() || shared.is_suspended() || shared.demand() == 0 {
+        if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {
             return;
         }
         let rejected = shared.connector().rejected_in_a_row();
@@ -652,7 +741,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
             // (see the module docs); not a poll: callers are served by the
             // returns and connects that wake them, never by this timer.
             tokio::time::sleep(jittered(backoff_after(rejected))).await;
-            if shared.is_closed() || shared.is_suspended() || shared.demand() == 0 {
+            if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {
                 return;
             }
         }
@@ -666,7 +755,11 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
                 drop(slot);
                 // Callers cut the back-off short only after a database
                 // failure; not after a capacity refusal or a panic.
-                let wakeable = shared.connect_failed(e);
+                let wakeable = match shared.connect_failed(e) {
+                    // One failure alone: again at once, no caller told.
+                    AfterFailure::RetryNow => continue,
+                    AfterFailure::Pace { wakeable } => wakeable,
+                };
                 // Known down and nobody waiting: end now, so the next
                 // `get()` starts an attempt at once.
                 if shared.connector().is_down() && shared.demand() == 0 {

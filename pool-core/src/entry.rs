@@ -20,10 +20,16 @@ pub(crate) struct Entry<C> {
     pub(crate) generation: u64,
     /// When the housekeeper last pinged it (keepalive).
     pub(crate) last_ping: Stamp,
-    /// Never checked out and returned yet: opened for the pool, so its
-    /// first checkout soon after skips validation and `before_acquire`.
-    /// Cleared at its first return.
+    /// Never checked out and returned yet: opened by the pool, so a first
+    /// checkout soon after its connect skips validation (it was just shown
+    /// to work). Cleared at its first return.
     pub(crate) fresh: bool,
+    /// On its way from its connect to the caller it was opened for: it
+    /// has never sat idle nor been used, so that caller gets it without
+    /// any checkout check (`has_broken`, validation, `before_acquire`);
+    /// they are about connections that were used or waited. Cleared when
+    /// it goes idle instead (`deliver`) and at its first return.
+    pub(crate) from_connect: bool,
 }
 
 impl<C> Entry<C> {

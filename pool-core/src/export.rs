@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
-    Gauge, Histogram, Unit,
+    Gauge, Histogram, Label, Unit,
 };
 use pool_api::{MetricNames, PoolConfig, PoolState};
 
@@ -115,9 +115,9 @@ mod otel {
 impl Export {
     pub(crate) fn new(config: &PoolConfig) -> Self {
         match config.metric_names() {
-            MetricNames::OpenTelemetry => Self::open_telemetry(config.name()),
+            MetricNames::OpenTelemetry => Self::open_telemetry(config),
             // `MetricNames` is non-exhaustive; Hikari is the default.
-            _ => Self::hikari(config.name()),
+            _ => Self::hikari(config),
         }
     }
 
@@ -171,69 +171,80 @@ impl Export {
 }
 
 impl Export {
-    fn hikari(pool: &str) -> Self {
+    fn hikari(config: &PoolConfig) -> Self {
         use hikari::*;
         describe();
-        let label = pool.to_owned();
-        let l = || [("pool", label.clone())];
+        let l = || labels(config, "pool", None);
         Self {
-            total: gauge!(TOTAL, &l()),
-            idle: gauge!(IDLE, &l()),
-            active: gauge!(ACTIVE, &l()),
-            pending: gauge!(PENDING, &l()),
-            opening: gauge!(OPENING, &l()),
-            closing: gauge!(CLOSING, &l()),
-            max: gauge!(MAX, &l()),
-            min: gauge!(MIN, &l()),
+            total: gauge!(TOTAL, l()),
+            idle: gauge!(IDLE, l()),
+            active: gauge!(ACTIVE, l()),
+            pending: gauge!(PENDING, l()),
+            opening: gauge!(OPENING, l()),
+            closing: gauge!(CLOSING, l()),
+            max: gauge!(MAX, l()),
+            min: gauge!(MIN, l()),
             idle_max: Gauge::noop(),
-            acquired: counter!(ACQUIRED, &l()),
-            timeouts: counter!(TIMEOUTS, &l()),
-            created: counter!(CREATED, &l()),
-            creation_errors: counter!(CREATION_ERRORS, &l()),
-            leaked: counter!(LEAKED, &l()),
-            evicted: Reason::ALL.map(|r| {
-                counter!(
-                    EVICTED,
-                    &[("pool", label.clone()), ("reason", r.label().to_owned())]
-                )
-            }),
-            acquire_seconds: histogram!(ACQUIRE_SECONDS, &l()),
-            usage_seconds: histogram!(USAGE_SECONDS, &l()),
-            creation_seconds: histogram!(CREATION_SECONDS, &l()),
+            acquired: counter!(ACQUIRED, l()),
+            timeouts: counter!(TIMEOUTS, l()),
+            created: counter!(CREATED, l()),
+            creation_errors: counter!(CREATION_ERRORS, l()),
+            leaked: counter!(LEAKED, l()),
+            evicted: Reason::ALL
+                .map(|r| counter!(EVICTED, labels(config, "pool", Some(("reason", r.label()))))),
+            acquire_seconds: histogram!(ACQUIRE_SECONDS, l()),
+            usage_seconds: histogram!(USAGE_SECONDS, l()),
+            creation_seconds: histogram!(CREATION_SECONDS, l()),
             flushed: Flushed::default(),
         }
     }
 
-    fn open_telemetry(pool: &str) -> Self {
+    fn open_telemetry(config: &PoolConfig) -> Self {
         use otel::*;
         describe_open_telemetry();
-        let label = pool.to_owned();
-        let l = || [(POOL, label.clone())];
-        let count = |state: &'static str| {
-            gauge!(COUNT, &[(POOL, label.clone()), (STATE, state.to_owned())])
-        };
+        let l = || labels(config, POOL, None);
+        let count = |state: &'static str| gauge!(COUNT, labels(config, POOL, Some((STATE, state))));
         Self {
             total: Gauge::noop(),
             idle: count("idle"),
             active: count("used"),
-            pending: gauge!(PENDING, &l()),
+            pending: gauge!(PENDING, l()),
             opening: Gauge::noop(),
             closing: Gauge::noop(),
-            max: gauge!(MAX, &l()),
-            min: gauge!(IDLE_MIN, &l()),
-            idle_max: gauge!(IDLE_MAX, &l()),
+            max: gauge!(MAX, l()),
+            min: gauge!(IDLE_MIN, l()),
+            idle_max: gauge!(IDLE_MAX, l()),
             acquired: Counter::noop(),
-            timeouts: counter!(TIMEOUTS, &l()),
+            timeouts: counter!(TIMEOUTS, l()),
             created: Counter::noop(),
             creation_errors: Counter::noop(),
             leaked: Counter::noop(),
             evicted: Reason::ALL.map(|_| Counter::noop()),
-            acquire_seconds: histogram!(WAIT_TIME, &l()),
-            usage_seconds: histogram!(USE_TIME, &l()),
-            creation_seconds: histogram!(CREATE_TIME, &l()),
+            acquire_seconds: histogram!(WAIT_TIME, l()),
+            usage_seconds: histogram!(USE_TIME, l()),
+            creation_seconds: histogram!(CREATE_TIME, l()),
             flushed: Flushed::default(),
         }
     }
+}
+
+/// The labels of one series: the pool's name under `pool_key`, then `extra`
+/// (a reason, a state) if any, then the config's own
+/// [`metric_labels`](PoolConfig::metric_labels).
+fn labels(
+    config: &PoolConfig,
+    pool_key: &'static str,
+    extra: Option<(&'static str, &str)>,
+) -> Vec<Label> {
+    let mut out = Vec::with_capacity(2 + config.metric_labels().len());
+    out.push(Label::new(pool_key, config.name().to_owned()));
+    if let Some((key, value)) = extra {
+        out.push(Label::new(key, value.to_owned()));
+    }
+    for (key, value) in config.metric_labels() {
+        out.push(Label::new(key.clone(), value.clone()));
+    }
+    out
 }
 
 /// Describes HikariCP-named series to the recorder (`# HELP` lines in a

@@ -72,6 +72,7 @@ fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
             generation: 0,
             last_ping: now,
             fresh: false,
+            from_connect: false,
         };
         shared.reserve().expect("a free slot").fill(entry);
     }
@@ -362,6 +363,105 @@ fn loom_parked_by_an_exited_thread_is_found() {
                 assert_eq!(shared.slots().open(), 0, "the sweep closed it");
             }
         }
+        assert_refs(&shared);
+    });
+}
+
+/// Three parties on one slot: a return parks its connection (`Parking`)
+/// and has not yet published when a `try_get` on another thread claims it,
+/// uses it, closes the pool and returns it. That second park is refused
+/// (closed) and takes the connection back, while the first returner's late
+/// `publish` may land on the second park and leave its count of the pool
+/// in the slot. Whichever way they interleave, every count of the pool is
+/// released exactly once: the engine is freed once the last handle goes.
+#[test]
+fn loom_late_publish_on_a_refused_park() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let returner = thread::spawn(move || drop(guard));
+        let s = shared.clone();
+        let taker = thread::spawn(move || {
+            let taken = s.try_acquire(Location::caller());
+            s.shut();
+            drop(taken);
+        });
+        returner.join().unwrap();
+        taker.join().unwrap();
+        assert_counts(&shared, 0, 0);
+        assert_eq!(shared.slots().open(), 0, "a connection outlived close");
+        assert_refs(&shared);
+    });
+}
+
+/// The same three parties with a caller queuing instead of a close: the
+/// re-park is refused because someone waits, the connection goes to the
+/// waiter, and no count of the pool is lost or released twice.
+#[test]
+fn loom_late_publish_on_a_park_refused_for_a_waiter() {
+    loom::model(|| {
+        let shared = pool(1, 1);
+        let guard = shared.try_acquire(Location::caller()).expect("one idle");
+        let returner = thread::spawn(move || drop(guard));
+        let s = shared.clone();
+        let taker = thread::spawn(move || {
+            let taken = s.try_acquire(Location::caller());
+            let mut get = Box::pin(s.acquire(WAIT, Location::caller()));
+            let queued = taken.is_some() && poll_once(get.as_mut());
+            drop(taken);
+            if queued {
+                drop(got(block_on(get.as_mut())));
+            }
+        });
+        returner.join().unwrap();
+        taker.join().unwrap();
+        assert_counts(&shared, 1, 0);
+        assert_refs(&shared);
+    });
+}
+
+/// A slot freed (a connection closed outside the stack: a failed
+/// validation, a broken return, an abandoned connect) while the pool
+/// closes. `close` sets `CLOSED`, arms its wake-up and reads the open
+/// count; the free decrements it and reads `CLOSED`. A store-buffering
+/// pair: without the two SeqCst fences both read the old value, and
+/// `close` sleeps on a count that reached zero while the free wakes
+/// nobody. Here: either `close` sees nothing open, or the free sees the
+/// pool closed (and wakes it).
+#[test]
+fn loom_free_races_close() {
+    loom::model(|| {
+        let shared = pool(1, 0);
+        let slot = shared.slots().reserve().expect("a free slot");
+        let s = shared.clone();
+        let freer = thread::spawn(move || s.release_slot(slot));
+        shared.shut();
+        let drained = shared.drained_now();
+        let woke = freer.join().unwrap();
+        assert!(
+            drained || woke,
+            "close saw a slot open and the free saw the pool open: close sleeps forever"
+        );
+    });
+}
+
+/// A shrinking `resize` racing a return that parks: the limit is lowered
+/// and the slots scanned, the return parks and then reads the limit.
+/// Either the return sees the lower bound and retires its connection, or
+/// the scan finds it parked and retires it; the pool never stays above
+/// its new bound with a connection parked, and no count of the pool is
+/// lost.
+#[test]
+fn loom_resize_races_park() {
+    loom::model(|| {
+        let shared = pool(2, 2);
+        let a = shared.try_acquire(Location::caller()).expect("two idle");
+        let returner = thread::spawn(move || drop(a));
+        shared.resize(1).expect("a valid size");
+        returner.join().unwrap();
+        let s = shared.state();
+        assert!(s.idle + s.in_use <= 1, "above the new bound at rest: {s:?}");
+        assert_eq!(shared.slots().open(), s.idle + s.in_use);
         assert_refs(&shared);
     });
 }

@@ -204,6 +204,17 @@ impl<M: ManageConnection> Pool<M> {
         self.shared.acquire(timeout, site)
     }
 
+    /// [`get_timeout`](Self::get_timeout) on behalf of a caller elsewhere:
+    /// `site` is what [`holders`](Self::holders) shows, for wrappers whose
+    /// own callers are the ones to name.
+    pub(crate) fn get_for(
+        &self,
+        timeout: Duration,
+        site: &'static Location<'static>,
+    ) -> impl Future<Output = Result<PooledConnection<M>, PoolError<M::Error>>> + Send + '_ {
+        self.shared.acquire(timeout, site)
+    }
+
     /// An idle connection now, or `None`. Never waits and never connects.
     /// It refuses expired connections like `get()` but, being synchronous,
     /// runs neither `is_valid` nor the `before_acquire` hook, and it never

@@ -121,6 +121,7 @@
 //! and the hot path touches no pool-wide counter.
 
 use std::error::Error;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use pool_api::{
@@ -136,7 +137,7 @@ use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
 use crate::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::waiters::WaiterQueue;
 
 pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
@@ -423,12 +424,38 @@ impl<M: ManageConnection> Shared<M> {
     /// uncounted, so the bound counts the closing connection until it is
     /// really gone.
     pub(crate) fn free_slot(self: &Arc<Self>, slot: Vacant) {
-        self.slots.free(slot);
-        if self.is_closed() {
+        if self.release_slot(slot) {
             self.drained.notify_waiters();
         } else {
             self.request_connections();
         }
+    }
+
+    /// The synchronous half of [`free_slot`](Self::free_slot): frees the
+    /// slot and says whether the pool is closed, in which case `close` may
+    /// be waiting for this very slot and must be woken.
+    ///
+    /// The free and `close` are a store-buffering pair: each writes one
+    /// word (`open` here, `CLOSED` there) and then reads the other's. With
+    /// plain loads both could read the old value, and `close` would sleep
+    /// on a count that already reached zero while the free takes the
+    /// branch that wakes nobody.
+    pub(crate) fn release_slot(&self, slot: Vacant) -> bool {
+        self.slots.free(slot);
+        // SeqCst: pairs with the fence in `drained_now` (close's side), so
+        // either this load sees `CLOSED` or close's load of `open` sees
+        // this free (`loom_free_races_close`).
+        fence(Ordering::SeqCst);
+        self.is_closed()
+    }
+
+    /// Whether every slot is free, read after a SeqCst fence that pairs
+    /// with [`release_slot`](Self::release_slot)'s: `close` calls it after
+    /// setting `CLOSED` and arming its wake-up.
+    pub(crate) fn drained_now(&self) -> bool {
+        // SeqCst: see `release_slot`.
+        fence(Ordering::SeqCst);
+        self.slots.open() == 0
     }
 
     /// Closes a connection the caller owns and frees its slot.
@@ -478,8 +505,19 @@ impl<M: ManageConnection> Shared<M> {
                 return;
             }
         }
-        drop(conn);
+        // A connection whose `Drop` panics still gives its slot back: the
+        // slot is freed before the panic goes on (it is gone either way).
+        let dropped = catch_unwind(AssertUnwindSafe(move || drop(conn)));
         self.free_slot(slot);
+        if let Err(panic) = dropped {
+            tracing::error!(
+                pool = self.config.name(),
+                "a connection panicked while being dropped; its slot is freed"
+            );
+            if !std::thread::panicking() {
+                resume_unwind(panic);
+            }
+        }
     }
 
     /// Closes the pool: fails waiters, closes idle connections, and returns
@@ -489,8 +527,10 @@ impl<M: ManageConnection> Shared<M> {
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);
+            // Armed before the check: a `notify_waiters` from a free after
+            // it wakes this future, even unpolled.
             drained.as_mut().enable();
-            if self.slots.open() == 0 {
+            if self.drained_now() {
                 return;
             }
             drained.await;

@@ -235,7 +235,6 @@ impl<C> Slots<C> {
         }
     }
 
-    /// Gives a slot back to the free list.
     /// Marks a vacated slot as closing its connection (for the counts).
     /// The loom build has no close task (no runtime to spawn it on).
     #[cfg_attr(loom, allow(dead_code))]
@@ -243,11 +242,19 @@ impl<C> Slots<C> {
         self.get(slot.0).set(State::Closing);
     }
 
+    /// Gives a slot back to the free list.
+    ///
+    /// The slot is pushed before `open` is decremented: `reserve` counts
+    /// itself in `open` first and then pops, so at every instant the free
+    /// list holds at least `len - open` slots and a reservation that got
+    /// under the bound always finds one. (Decrementing first left a window
+    /// where a `reserve` could count itself and find the list empty: a
+    /// spurious "full" for `Pool::add`, a connector started for nothing.)
     pub(crate) fn free(&self, slot: Vacant) {
         self.get(slot.0).set(State::Free);
-        self.open.fetch_sub(1, Ordering::Relaxed);
         let pushed = self.free.push(&self.links, slot.0);
         debug_assert!(pushed.is_ok(), "the free list is never closed");
+        self.open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Pops an idle connection, counted in use.
@@ -527,6 +534,7 @@ mod tests {
             generation: 0,
             last_ping: t,
             fresh: false,
+            from_connect: false,
         }
     }
 

@@ -125,3 +125,54 @@ async fn bound_holds_while_connects_fail_and_succeed() {
     let m = pool.metrics();
     assert_eq!(m.in_use, 0);
 }
+
+/// One connect per waiting caller, no more: three callers at once on a
+/// pool with one idle connection (max 4), all holding on until each has
+/// one, so no return can serve anyone. One takes the idle connection; the
+/// other two cause exactly one connect each. Repeated, on a runtime of two
+/// workers, because the extra connect was a race (a connector whose
+/// connect served one caller opened another for the caller a second
+/// connector was already serving) that showed in a few runs in a hundred.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_waiting_caller_causes_exactly_one_connect() {
+    for round in 0..200 {
+        let mock = Mock::default();
+        if round % 2 == 1 {
+            mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
+        }
+        let pool = Pool::new(
+            mock.clone(),
+            config(4)
+                .max_concurrent_connects(2)
+                .acquire_timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(mock.script.connects(), 1, "Pool::new opens one");
+        let all_hold = Arc::new(tokio::sync::Barrier::new(3));
+        let mut callers = Vec::new();
+        for _ in 0..3 {
+            let pool = pool.clone();
+            let all_hold = all_hold.clone();
+            callers.push(tokio::spawn(async move {
+                let conn = pool.get().await.unwrap();
+                all_hold.wait().await;
+                drop(conn);
+            }));
+        }
+        for caller in callers {
+            caller.await.unwrap();
+        }
+        // Let any connector still deciding finish its decision.
+        support::until(|| pool.metrics().opening == 0).await;
+        assert_eq!(
+            mock.script.connects(),
+            3,
+            "round {round}: two waiting callers caused {} connects",
+            mock.script.connects() - 1
+        );
+        assert_eq!(pool.metrics().total, 3);
+    }
+}

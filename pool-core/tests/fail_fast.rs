@@ -1,5 +1,6 @@
-//! Fail fast: a connect failure with nothing open that could come
-//! back reaches the callers at once, not after `acquire_timeout`; the pool
+//! Fail fast: a second connect failure in a row (the first is retried at
+//! once), or a permanent one, with nothing open that could come back
+//! reaches the callers at once, not after `acquire_timeout`; the pool
 //! recovers at the first `get()` after the database is back. On tokio's
 //! paused clock, so the times are exact.
 
@@ -224,4 +225,89 @@ async fn the_connect_back_off_is_jittered() {
         waiter.abort();
     }
     assert!(counts.len() > 1, "every run retried in step: {counts:?}");
+}
+
+/// One failed connect alone (a dropped packet, a listener restarting) is
+/// retried at once, before any caller sees it: a lazy pool's first
+/// `get()` succeeds, with no back-off wait, and the database is not
+/// marked down.
+#[tokio::test(start_paused = true)]
+async fn one_failed_connect_is_retried_at_once_before_any_caller_sees_it() {
+    let mock = Mock::default();
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(4).acquire_timeout(THIRTY_S).build().unwrap(),
+    );
+    mock.script.fail_next_connects.store(1, Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    let conn = pool.get().await.expect("the retry serves the caller");
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no back-off before the retry"
+    );
+    assert_eq!(mock.script.connects(), 2);
+    assert_eq!(pool.metrics().creation_error_count, 1);
+    drop(conn);
+}
+
+/// `Pool::new` follows the same rule: one failed connect is retried, the
+/// pool is built.
+#[tokio::test(start_paused = true)]
+async fn pool_new_retries_one_failed_connect() {
+    let mock = Mock::default();
+    mock.script.fail_next_connects.store(1, Ordering::SeqCst);
+    let pool = Pool::new(mock.clone(), config(4).build().unwrap())
+        .await
+        .expect("built on the second connect");
+    assert_eq!((mock.script.connects(), pool.metrics().total), (2, 1));
+}
+
+/// Two failed connects in a row: the database is down, and the waiting
+/// callers fail fast with the cause (the retry did not hide it).
+#[tokio::test(start_paused = true)]
+async fn two_failed_connects_in_a_row_fail_the_callers_fast() {
+    let mock = Mock::default();
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(4).acquire_timeout(THIRTY_S).build().unwrap(),
+    );
+    mock.script.fail_next_connects.store(2, Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    let err = pool.get().await.unwrap_err();
+    assert!(is_connect_failed(&err), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(mock.script.connects(), 2, "the first and its retry");
+    // Back: the next get() connects at once.
+    drop(pool.get().await.expect("the database is back"));
+}
+
+/// An error the manager calls permanent (a refused login) is not retried:
+/// the first one fails the caller, and `Pool::new`, at once.
+#[tokio::test(start_paused = true)]
+async fn a_permanent_connect_error_fails_at_the_first_attempt() {
+    let mock = Mock::default();
+    mock.script.set(&mock.script.fail_connect, true);
+    mock.script.set(&mock.script.permanent_failure, true);
+    let err = Pool::new(mock.clone(), config(4).build().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PoolError::Backend(e) if e.0 == support::PERMANENT),
+        "{err:?}"
+    );
+    assert_eq!(mock.script.connects(), 1, "not retried");
+
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(4).acquire_timeout(THIRTY_S).build().unwrap(),
+    );
+    let started = tokio::time::Instant::now();
+    let err = pool.get().await.unwrap_err();
+    assert!(
+        matches!(&err, PoolError::ConnectFailed(e) if e.0 == support::PERMANENT),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(mock.script.connects(), 2, "one attempt for the lazy pool");
 }

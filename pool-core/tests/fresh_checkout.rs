@@ -1,7 +1,9 @@
-//! Fresh connections: a connection opened moments ago and never checked out is
-//! neither validated nor shown to `before_acquire` at its first checkout;
-//! `before_acquire` runs on connections that were idle in the pool, before
-//! validation. On tokio's paused clock.
+//! A connection opened for the caller that waits for it is handed over
+//! without any checkout check (`has_broken`, validation, `before_acquire`).
+//! Every connection taken from idle, whoever opened it (`Pool::new`'s
+//! first one, a `min_size` refill), goes through `before_acquire`, before
+//! validation; validation skips one opened moments ago and never checked
+//! out. On tokio's paused clock.
 
 mod support;
 
@@ -77,7 +79,7 @@ impl Hooks<Mock> for Before {
 }
 
 #[tokio::test(start_paused = true)]
-async fn before_acquire_skips_fresh_connections_and_runs_before_validation() {
+async fn before_acquire_runs_on_every_idle_connection_and_before_validation() {
     let mock = Mock::default();
     let hooks = Before {
         mock: mock.clone(),
@@ -86,19 +88,68 @@ async fn before_acquire_skips_fresh_connections_and_runs_before_validation() {
     let pool = Pool::new_with_hooks(mock.clone(), validating(2).build().unwrap(), hooks.clone())
         .await
         .unwrap();
+    // `Pool::new`'s connection sat idle: the hook sees it, although it
+    // was opened moments ago (validation still skips it).
     let conn = pool.get().await.unwrap();
-    assert_eq!(hooks.calls.load(Ordering::SeqCst), 0, "fresh: no hook");
+    assert_eq!(hooks.calls.load(Ordering::SeqCst), 1, "idle: hook");
+    assert_eq!(
+        mock.script.valid_calls.load(Ordering::SeqCst),
+        0,
+        "fresh: no validation"
+    );
     drop(conn);
     let _conn = pool.get().await.unwrap();
     assert_eq!(
         hooks.calls.load(Ordering::SeqCst),
-        1,
+        2,
         "idle in the pool: hook"
     );
     assert_eq!(
         *hooks.valid_calls_seen.lock().unwrap(),
-        [0],
+        [0, 0],
         "the hook ran before the validation"
     );
     assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_opened_for_the_waiting_caller_skips_before_acquire() {
+    let mock = Mock::default();
+    let hooks = Before {
+        mock: mock.clone(),
+        ..Before::default()
+    };
+    let pool =
+        Pool::new_lazy_with_hooks(mock.clone(), validating(2).build().unwrap(), hooks.clone());
+    let conn = pool.get().await.unwrap();
+    assert_eq!(
+        hooks.calls.load(Ordering::SeqCst),
+        0,
+        "opened for this caller: no hook"
+    );
+    drop(conn);
+    drop(pool.get().await.unwrap());
+    assert_eq!(hooks.calls.load(Ordering::SeqCst), 1, "idle since: hook");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_opened_for_the_waiting_caller_skips_has_broken() {
+    // A manager whose `has_broken` says yes to everything: the connection
+    // opened for the caller is not thrown away before anyone used it; it is
+    // closed when it comes back, and the next caller gets a new one.
+    let mock = Mock::default();
+    mock.script.on_has_broken.set(support::Behaviour::Err);
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(2)
+            .acquire_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap(),
+    );
+    for round in 1..=3u64 {
+        let conn = pool.get().await.expect("handed over without has_broken");
+        assert_eq!(mock.script.connects(), round);
+        drop(conn);
+        assert_eq!(pool.metrics().evictions.broken, round, "closed on return");
+    }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
-use pool_core::{Pool, PoolConfigBuilder, PoolError, TimeoutPhase};
+use pool_core::{MetricNames, Pool, PoolConfigBuilder, PoolError, TimeoutPhase};
 use support::{config, Mock};
 
 const GAUGES: [&str; 8] = [
@@ -372,6 +372,36 @@ async fn a_failed_pool_new_exports_its_creation_error() {
     };
     assert!(matches!(built, Err(PoolError::Backend(_))), "{built:?}");
     reader.read();
-    assert_eq!(reader.counter("pool_connections_creation_errors_total"), 1);
+    // The first failed connect and its one retry.
+    assert_eq!(reader.counter("pool_connections_creation_errors_total"), 2);
     assert_eq!(reader.counter("pool_connections_created_total"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_metric_label_is_on_every_series_under_both_schemes() {
+    for names in [MetricNames::Hikari, MetricNames::OpenTelemetry] {
+        let mock = Mock::default();
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let config = config(2)
+            .name("orders")
+            .metric_names(names)
+            .metric_label("host", "db2:5432")
+            .build()
+            .unwrap();
+        let _pool =
+            metrics::with_local_recorder(&recorder, || Pool::new_lazy(mock.clone(), config));
+        let series = snapshotter.snapshot().into_vec();
+        assert!(!series.is_empty(), "{names:?}");
+        for (key, _, _, _) in series {
+            let key = key.key().clone();
+            let host: Vec<_> = key.labels().filter(|l| l.key() == "host").collect();
+            assert_eq!(host.len(), 1, "{names:?} {key:?}");
+            assert_eq!(host[0].value(), "db2:5432");
+            assert!(
+                key.labels().any(|l| l.value() == "orders"),
+                "the pool's own label stays: {key:?}"
+            );
+        }
+    }
 }

@@ -65,6 +65,25 @@
 //! claimer took the slot while it was `Parking`, the CAS fails and the
 //! returner drops its count as usual. A claim reports which of the two
 //! states it took, so exactly one party owns each count.
+//!
+//! # A late publish
+//!
+//! `Parking` does not say whose park it is. Thread A parks (`Parking`)
+//! and, before it publishes, thread B claims the slot (a `try_get`), uses
+//! the connection and returns it, parking it again (`Parking`, B's now).
+//! A's `publish` then succeeds on B's park: A's count moves into the slot
+//! although B is the one parking. Every party stays exact if each count
+//! in a `Cached` slot is owned by whoever claims it from `Cached`,
+//! whoever put it there:
+//!
+//! - B's own `publish` fails (the slot is already `Cached`), so B drops
+//!   its own count as usual; the slot carries A's.
+//! - If B's park is refused (callers queued, closed, over the bound), B
+//!   takes its connection back with a claim that may find `Cached`: the
+//!   count it takes over is A's, and [`Parked::Back`] hands it to B's
+//!   caller to release. Dropping that flag leaked one count of the pool
+//!   for good (the engine was never freed); `loom_late_publish_on_a_refused_park`
+//!   is the three-party model of it.
 
 use super::{Handoff, Held, Slots, State};
 use crate::index_stack::{CLOSED, WAITERS};
@@ -78,8 +97,11 @@ pub(crate) enum Parked {
     /// [`publish`].
     Pending(u16),
     /// Not parked: callers queued, the pool closed or went over its bound
-    /// meanwhile. Still the caller's, to deliver.
-    Back(Held),
+    /// meanwhile. Still the caller's, to deliver. The flag: taking it back
+    /// took over a count of the pool that another returner's late
+    /// [`publish`] left in the slot (see "A late publish"), now the
+    /// caller's to release.
+    Back(Held, bool),
     /// Parked, then callers queued (or the pool closed) and someone
     /// claimed it before the caller could take it back: theirs now (the
     /// caller keeps its count of the pool).
@@ -145,8 +167,10 @@ impl<C> Slots<C> {
             return Parked::Pending(h.0);
         }
         // Take it back to hand it over; whoever claimed it first owns it.
+        // A count found in the slot is not ours (we have not published):
+        // it is a late publish's, and goes to the caller to release.
         match self.claim(h.0, State::InUse) {
-            Some(_) => Parked::Back(h),
+            Some(counted) => Parked::Back(h, counted),
             None => Parked::Claimed,
         }
     }
@@ -384,7 +408,7 @@ mod tests {
         let s = slots_with(1);
         let h = held(&s);
         assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
-        let Parked::Back(h) = s.cache_held(h) else {
+        let Parked::Back(h, false) = s.cache_held(h) else {
             panic!("callers wait: not parked")
         };
         assert_eq!(s.census().in_use, 1, "taken back, in use");
@@ -422,13 +446,13 @@ mod tests {
         let s = slots_with(2);
         let h = held(&s);
         s.set_limit(1);
-        let Parked::Back(h) = s.cache_held(h) else {
+        let Parked::Back(h, false) = s.cache_held(h) else {
             panic!("over the bound: not parked")
         };
         s.set_limit(3);
         for h in s.close_idle() {
             s.free(h.vacate().0);
         }
-        assert!(matches!(s.cache_held(h), Parked::Back(_)), "closed");
+        assert!(matches!(s.cache_held(h), Parked::Back(_, false)), "closed");
     }
 }

@@ -166,6 +166,64 @@ impl Cluster {
         cluster
     }
 
+    /// A streaming standby of `primary`: `pg_basebackup -R` from it over
+    /// its unix socket (replication is trusted there), then started in its
+    /// own temp dir on its own port. It follows `primary` until
+    /// [`promote`](Self::promote)d.
+    ///
+    /// # Panics
+    ///
+    /// When the base backup fails or the standby does not start in time.
+    pub fn standby_of(primary: &Cluster) -> Cluster {
+        let dir = temp_dir("standby");
+        if primary.as_postgres {
+            chown_to_postgres(&dir);
+        }
+        let standby = Cluster {
+            data: dir.join("data"),
+            dir,
+            bin: primary.bin.clone(),
+            port: free_port(),
+            as_postgres: primary.as_postgres,
+        };
+        let out = standby
+            .command("pg_basebackup")
+            .arg("-h")
+            .arg(&primary.dir)
+            .args(["-p", &primary.port.to_string(), "-U", "postgres"])
+            .args(["-X", "stream", "-R", "--no-sync", "-c", "fast", "-D"])
+            .arg(&standby.data)
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        standby.start_server();
+        standby
+    }
+
+    /// Promotes a standby (`pg_ctl promote -w`): returns once it accepts
+    /// writes.
+    ///
+    /// # Panics
+    ///
+    /// When the promotion fails or takes longer than 30 seconds.
+    pub fn promote(&self) {
+        let out = self
+            .command("pg_ctl")
+            .args(["promote", "-w", "-t", "30", "-D"])
+            .arg(&self.data)
+            .output()
+            .expect("run pg_ctl promote");
+        assert!(
+            out.status.success(),
+            "pg_ctl promote failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn command(&self, tool: &str) -> Command {
         let path = self.bin.join(tool);
         if self.as_postgres {

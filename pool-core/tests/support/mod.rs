@@ -36,6 +36,12 @@ pub struct Script {
     pub on_needs_reset: Act,
     pub connect_delay_ms: AtomicU64,
     pub fail_connect: AtomicBool,
+    /// The next this many connects fail ("connection refused"), then
+    /// connects work again (a blip).
+    pub fail_next_connects: AtomicU64,
+    /// Failed connects fail with a refused login, which
+    /// `is_permanent_error` recognises.
+    pub permanent_failure: AtomicBool,
     /// `connect` fails with a capacity refusal ("fleet budget exhausted"),
     /// which `is_capacity_refusal` recognises.
     pub refuse_capacity: AtomicBool,
@@ -170,6 +176,9 @@ impl Behaviour {
 /// How long a [`Behaviour::Slow`] call takes.
 pub const SLOW: Duration = Duration::from_millis(30);
 
+/// The message of a connect failure the mock calls permanent.
+pub const PERMANENT: &str = "password authentication failed";
+
 /// The message of every scripted panic (a test can recognise it).
 pub const SCRIPTED_PANIC: &str = "scripted panic";
 
@@ -249,7 +258,14 @@ impl ManageConnection for Mock {
         let _in_flight = Connecting::start(s);
         s.on_connect.play("connect failed").await?;
         delay(&s.connect_delay_ms).await;
-        if s.fail_connect.load(Ordering::SeqCst) {
+        let blip = s
+            .fail_next_connects
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if s.fail_connect.load(Ordering::SeqCst) || blip {
+            if s.permanent_failure.load(Ordering::SeqCst) {
+                return Err(MockError(PERMANENT));
+            }
             return Err(MockError("connection refused"));
         }
         if s.refuse_capacity.load(Ordering::SeqCst) {
@@ -276,6 +292,10 @@ impl ManageConnection for Mock {
             return Err(MockError("ping failed"));
         }
         Ok(())
+    }
+
+    fn is_permanent_error(&self, e: &MockError) -> bool {
+        e.0 == PERMANENT
     }
 
     fn is_capacity_refusal(&self, e: &MockError) -> bool {

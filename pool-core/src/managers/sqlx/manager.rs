@@ -213,6 +213,21 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
             if cause.is::<crate::managers::fleet::FleetBudgetExhausted>())
     }
 
+    /// A refused login, an unknown database or role, and the manager's own
+    /// settings that cannot work are permanent: retrying at once does not
+    /// cure them, so callers fail fast with the first one.
+    fn is_permanent_error(&self, error: &Error) -> bool {
+        match error {
+            Error::Database(e) => e
+                .code()
+                .is_some_and(|code| crate::managers::is_permanent_sqlstate(&code)),
+            Error::Configuration(cause) => {
+                !cause.is::<crate::managers::fleet::FleetBudgetExhausted>()
+            }
+            _ => false,
+        }
+    }
+
     /// Opens a connection with the manager's options, after fetching the
     /// password if a provider is set, and takes its fleet budget ticket if
     /// a budget is set.

@@ -67,6 +67,34 @@ pub struct PgClient {
     /// connection is dropped, which closes the socket at once, and awaited
     /// by [`close`](Self::close).
     driver: Option<tokio::task::JoinHandle<()>>,
+    /// What the server reported at startup about its role.
+    reported: ReportedRole,
+}
+
+/// What a server said about its role in its startup parameter statuses
+/// (PostgreSQL 14 and later send both; older servers neither).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ReportedRole {
+    /// `in_hot_standby`: `Some(true)` on a standby.
+    pub(crate) in_hot_standby: Option<bool>,
+    /// `default_transaction_read_only`.
+    pub(crate) default_read_only: Option<bool>,
+}
+
+impl ReportedRole {
+    /// Reads the two parameter statuses as the server spelt them (`on` or
+    /// `off`); anything else counts as not reported.
+    pub(super) fn from_params(in_hot_standby: Option<&str>, read_only: Option<&str>) -> Self {
+        let flag = |v: Option<&str>| match v {
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            _ => None,
+        };
+        Self {
+            in_hot_standby: flag(in_hot_standby),
+            default_read_only: flag(read_only),
+        }
+    }
 }
 
 impl PgClient {
@@ -97,7 +125,19 @@ impl PgClient {
             abandoned: AtomicBool::new(false),
             host,
             driver: None,
+            reported: ReportedRole::default(),
         }
+    }
+
+    /// Adds what the server reported about its role at startup.
+    pub(super) fn with_reported_role(mut self, reported: ReportedRole) -> Self {
+        self.reported = reported;
+        self
+    }
+
+    /// What the server reported about its role at startup.
+    pub(crate) fn reported_role(&self) -> ReportedRole {
+        self.reported
     }
 
     /// Adds the handle of the task that drives the socket, aborted when an
@@ -156,6 +196,12 @@ impl PgClient {
     /// [module docs](super#failover).
     pub fn is_retired(&self) -> bool {
         self.host.is_retired()
+    }
+
+    /// Whether a query on this connection itself failed with a SQLSTATE
+    /// that says its server turned read-only or is going away.
+    pub(crate) fn saw_server_gone(&self) -> bool {
+        self.host.saw_server_gone()
     }
 
     /// The underlying client (also reachable through `Deref`).

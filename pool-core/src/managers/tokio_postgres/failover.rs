@@ -59,6 +59,19 @@ impl HostEpochs {
             gone: AtomicBool::new(false),
         }
     }
+
+    /// Moves every server's epoch on: every connection opened so far is
+    /// retired.
+    pub(super) fn retire_all(&self) {
+        let hosts = self
+            .hosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for epoch in hosts.values() {
+            // Relaxed: see `mark`.
+            epoch.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What a connection knows about its server's epoch.
@@ -84,6 +97,11 @@ impl HostMark {
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
+    }
+
+    /// Whether a query on this connection itself saw a server-gone error.
+    pub(super) fn saw_server_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
     }
 
     /// Whether this connection saw a server-gone error or its server's
@@ -127,5 +145,15 @@ mod tests {
         assert!(!a3.is_retired());
         a3.server_gone();
         assert!(a3.is_retired());
+    }
+
+    #[test]
+    fn retire_all_retires_every_host_until_the_next_connect() {
+        let epochs = HostEpochs::default();
+        let a = epochs.mark("a".into());
+        let b = epochs.mark("b".into());
+        epochs.retire_all();
+        assert!(a.is_retired() && b.is_retired());
+        assert!(!epochs.mark("a".into()).is_retired());
     }
 }

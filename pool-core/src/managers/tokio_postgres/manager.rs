@@ -11,7 +11,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Config, Socket};
 
-use super::client::{Canceller, PgClient};
+use super::client::{Canceller, PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
@@ -394,6 +394,13 @@ impl<Tls> PostgresManager<Tls> {
     pub fn current_reset_mode(&self) -> ResetMode {
         self.reset_mode
     }
+
+    /// Retires every connection this manager opened so far, as a
+    /// read-only or going-away error on each of its servers would: the pool
+    /// closes them on return and refuses them at checkout.
+    pub(crate) fn retire_connections(&self) {
+        self.hosts.retire_all();
+    }
 }
 
 impl<Tls> fmt::Debug for PostgresManager<Tls> {
@@ -438,6 +445,19 @@ where
         error.is_fleet_budget_exhausted()
     }
 
+    /// A refused login, an unknown database or role, and the manager's own
+    /// settings that cannot work are permanent: retrying at once does not
+    /// cure them, so callers fail fast with the first one.
+    fn is_permanent_error(&self, error: &PgError) -> bool {
+        match error {
+            PgError::Db(e) => e
+                .code()
+                .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
+            PgError::Config(_) => true,
+            _ => false,
+        }
+    }
+
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
         let (client, connection) = match &self.password {
@@ -449,6 +469,10 @@ where
                 config.connect(self.tls.clone()).await?
             }
         };
+        let reported = ReportedRole::from_params(
+            connection.parameter("in_hot_standby"),
+            connection.parameter("default_transaction_read_only"),
+        );
         let driver = tokio::spawn(drive(connection));
         // With one host every connection reaches the same server; with
         // several, ask which one this is (one round trip per connect).
@@ -494,7 +518,8 @@ where
             ticket,
             host,
         )
-        .with_driver(driver))
+        .with_driver(driver)
+        .with_reported_role(reported))
     }
 
     async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {

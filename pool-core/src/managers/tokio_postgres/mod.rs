@@ -136,6 +136,11 @@
 //! `pg_terminate_backend` reports, so terminating one backend that is
 //! running a query retires the other connections to that server too.
 //!
+//! To route reads to standbys and writes to the primary from one handle,
+//! with one bound, metrics and holders per host and events on failover,
+//! use a [`HostPool`] (see [`crate::managers::hosts`]) instead of a
+//! multi-host config in one pool.
+//!
 //! Queries run inside a [`PgTransaction`] or on the bare `Client`
 //! (`conn.client()`, or methods reached through `Deref` that the wrapper
 //! does not have) are not watched: their errors retire nothing, and the
@@ -166,6 +171,11 @@ mod session;
 mod timeout;
 mod transaction;
 
+/// The host pool over this manager (also at [`crate::managers::hosts`]).
+pub use crate::managers::hosts::{
+    HostConnection, HostEvent, HostPool, HostPoolBuilder, HostPoolError, HostStatus, HostTls,
+    ServerRole, SessionTarget,
+};
 pub use cache::StatementCacheStats;
 pub use client::{PgClient, PgStatement};
 pub use error::{BoxError, PgConfigError, PgError};

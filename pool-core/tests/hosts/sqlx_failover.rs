@@ -1,0 +1,176 @@
+//! The host pool over sqlx's `PgConnection` through the same failover: the
+//! primary stops, the standby is promoted, under writers and readers.
+//! sqlx connections are not watched for SQLSTATEs, so the old primary is
+//! found down by a connect or a role check.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pool_core::managers::hosts::{HostEvent, HostPool, HostPoolError, ServerRole};
+use pool_core::PoolConfig;
+use sqlx::postgres::PgConnectOptions;
+use tokio_postgres::error::SqlState;
+
+use super::failover::{
+    pool_outcome, spawn_loop, summary, Log, Outcome, Side, READERS, READ_SQL, WRITERS, WRITE_SQL,
+};
+use super::{addr, primary_and_standby, SERIAL};
+
+fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
+    match r {
+        Ok(port) => Outcome::Ok(port),
+        Err(sqlx::Error::Database(e)) => Outcome::Query(e.code().map(|c| SqlState::from_code(&c))),
+        Err(_) => Outcome::Query(None),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
+async fn sqlx_hosts_follow_a_promotion_under_load() {
+    let _serial = SERIAL.lock().await;
+    let (primary, standby) = primary_and_standby().await;
+    let s_port = i32::from(standby.port());
+    let options = PgConnectOptions::new()
+        .username("postgres")
+        .database("postgres");
+    let pool = HostPool::sqlx_builder(
+        options,
+        [("127.0.0.1", primary.port()), ("127.0.0.1", standby.port())],
+    )
+    .pool_config(
+        PoolConfig::builder()
+            .name("sqlx-hosts")
+            .max_size(8)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    )
+    .recheck_interval(Duration::from_secs(1))
+    .recheck_gap(Duration::from_millis(50))
+    .build()
+    .await
+    .expect("the sqlx host pool");
+    let mut events = pool.subscribe();
+    {
+        let w = pool.write().await.expect("a write checkout");
+        let r = pool.read().await.expect("a read checkout");
+        assert_eq!(
+            (w.host(), w.role()),
+            (&*addr(&primary), ServerRole::Primary)
+        );
+        assert_eq!(
+            (r.host(), r.role()),
+            (&*addr(&standby), ServerRole::Standby)
+        );
+    }
+
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..WRITERS {
+        let p = pool.clone();
+        tasks.push(spawn_loop(Side::Write, &log, &stop, move || {
+            let p = p.clone();
+            async move {
+                match p.write().await {
+                    Ok(mut conn) => sqlx_outcome(
+                        sqlx::query_scalar::<_, i32>(WRITE_SQL)
+                            .fetch_one(&mut *conn)
+                            .await,
+                    ),
+                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
+                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
+                    Err(e) => panic!("write checkout: {e}"),
+                }
+            }
+        }));
+    }
+    for _ in 0..READERS {
+        let p = pool.clone();
+        tasks.push(spawn_loop(Side::Read, &log, &stop, move || {
+            let p = p.clone();
+            async move {
+                match p.read().await {
+                    Ok(mut conn) => sqlx_outcome(
+                        sqlx::query_scalar::<_, i32>(READ_SQL)
+                            .fetch_one(&mut *conn)
+                            .await,
+                    ),
+                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
+                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
+                    Err(e) => panic!("read checkout: {e}"),
+                }
+            }
+        }));
+    }
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stopped_at = Instant::now();
+    tokio::task::block_in_place(|| primary.stop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let promote_from = Instant::now();
+    tokio::task::block_in_place(|| standby.promote());
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first_new_write = loop {
+        let at = log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
+            .map(|o| o.at);
+        if let Some(at) = at {
+            break at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no sqlx write reached the promoted standby within 30 s: {}",
+            summary(&log.lock().unwrap(), Side::Write)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("a load task panicked");
+    }
+
+    let ops = log.lock().unwrap().clone();
+    eprintln!(
+        "sqlx failover figures: first write on the new primary {:?} after `pg_ctl promote` \
+         began ({:?} after the stop began)",
+        first_new_write.saturating_duration_since(promote_from),
+        first_new_write - stopped_at
+    );
+    eprintln!("sqlx host pool writes: {}", summary(&ops, Side::Write));
+    eprintln!("sqlx host pool reads:  {}", summary(&ops, Side::Read));
+
+    assert!(
+        ops.iter()
+            .all(|o| o.outcome != Outcome::Query(Some(SqlState::READ_ONLY_SQL_TRANSACTION))),
+        "writes sent to a read-only server"
+    );
+    assert!(
+        ops.iter()
+            .filter(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
+            .all(|o| o.at >= promote_from),
+        "a write was served by the standby before the promotion"
+    );
+    assert!(
+        ops.iter().all(|o| o.outcome != Outcome::Timeout),
+        "a checkout waited out its timeout"
+    );
+    let failed: Vec<_> = ops
+        .iter()
+        .filter(|o| o.side == Side::Read && !matches!(o.outcome, Outcome::Ok(_)))
+        .collect();
+    assert!(failed.is_empty(), "reads failed: {failed:?}");
+    let mut promoted = false;
+    while let Ok(event) = events.try_recv() {
+        promoted |= matches!(event, HostEvent::RoleChanged { .. }) && event.is_promotion();
+    }
+    assert!(promoted, "the promotion was reported");
+    pool.close().await;
+}
