@@ -225,7 +225,11 @@ fn everything_at_once_keeps_the_bound_and_frees_the_engine() {
             let mut round = 0u32;
             while Instant::now() < deadline {
                 round += 1;
-                let size = if round.is_multiple_of(2) { MAX } else { 2 + round % 5 };
+                let size = if round.is_multiple_of(2) {
+                    MAX
+                } else {
+                    2 + round % 5
+                };
                 pool.resize(size).expect("a size within the ceiling");
                 match round % 3 {
                     0 => pool.soft_evict_all(),
