@@ -9,6 +9,12 @@
 //! | `POST /notes` | inserts the body as a note inside a transaction, returns its id and the count |
 //! | `GET /notes/{id}` | one note through `&pool`, or 404 |
 //! | `GET /pool` | the pool's counts (`Pool::state`, no locks) |
+//! | `POST /scoped/notes` | inserts the body as a note in the request's transaction; an empty body answers 422, and the insert is rolled back |
+//!
+//! The `/scoped` routes run each request inside a transaction scope
+//! ([`request_transaction`]): handlers and the functions they call ask the
+//! pool for the current transaction (`pool.current()`) instead of being
+//! handed one; a 2xx or 3xx answer commits it, any other rolls it back.
 //!
 //! `examples/axum_service.rs` runs it; `examples/tests/axum_service.rs`
 //! smoke-tests it.
@@ -17,12 +23,14 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use pool_core::ambient::TxError;
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig};
 use serde::Serialize;
@@ -88,12 +96,65 @@ pub async fn drop_notes(pool: &PgPool) -> Result<(), sqlx::Error> {
 
 /// The service's routes, with the pool as state.
 pub fn router(pool: PgPool) -> Router {
+    let scoped = Router::new()
+        .route("/scoped/notes", post(add_note_scoped))
+        .route_layer(middleware::from_fn_with_state(
+            pool.clone(),
+            request_transaction,
+        ));
     Router::new()
         .route("/health", get(health))
         .route("/notes", post(add_note))
         .route("/notes/{id}", get(note))
         .route("/pool", get(pool_state))
+        .merge(scoped)
         .with_state(pool)
+}
+
+/// Why a request's transaction did not commit.
+enum Uncommitted {
+    /// The handler answered with neither 2xx nor 3xx: that answer goes out.
+    Refused(Response),
+    /// The scope failed (no connection, or `COMMIT` failed).
+    Scope(TxError<sqlx::Error>),
+}
+
+impl From<TxError<sqlx::Error>> for Uncommitted {
+    fn from(e: TxError<sqlx::Error>) -> Self {
+        Self::Scope(e)
+    }
+}
+
+/// Middleware: runs the rest of the request inside a transaction scope on
+/// `pool`, committed when the answer is 2xx or 3xx and rolled back
+/// otherwise (and when the handler panics or the client goes away, which
+/// drops the scope). A failed checkout answers 503, a failed `COMMIT` 500.
+pub async fn request_transaction(
+    State(pool): State<PgPool>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let scoped = pool
+        .transaction()
+        .run(async {
+            let response = next.run(request).await;
+            let status = response.status();
+            if status.is_success() || status.is_redirection() {
+                Ok(response)
+            } else {
+                Err(Uncommitted::Refused(response))
+            }
+        })
+        .await;
+    match scoped {
+        Ok(response) | Err(Uncommitted::Refused(response)) => response,
+        Err(Uncommitted::Scope(e @ TxError::Checkout(_))) => {
+            (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response()
+        }
+        Err(Uncommitted::Scope(e)) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+        }
+    }
 }
 
 /// Serves `router(pool)` on `listener` until `shutdown` completes, then
@@ -112,23 +173,36 @@ pub async fn serve(
         .await
 }
 
-/// A database error as a 500 with its message.
+/// A database error as a 500 with its message (503 when no connection
+/// came in time).
 #[derive(Debug)]
-struct AppError(sqlx::Error);
+enum AppError {
+    Db(sqlx::Error),
+    Tx(TxError<sqlx::Error>),
+}
 
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> Self {
-        Self(e)
+        Self::Db(e)
+    }
+}
+
+impl From<TxError<sqlx::Error>> for AppError {
+    fn from(e: TxError<sqlx::Error>) -> Self {
+        Self::Tx(e)
     }
 }
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        let status = match self.0 {
-            sqlx::Error::PoolTimedOut => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        let (status, text) = match self {
+            Self::Db(sqlx::Error::PoolTimedOut) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "timed out".to_owned())
+            }
+            Self::Db(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            Self::Tx(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
-        (status, self.0.to_string()).into_response()
+        (status, text).into_response()
     }
 }
 
@@ -157,6 +231,28 @@ async fn add_note(State(pool): State<PgPool>, body: String) -> Result<Json<Added
         .await?;
     tx.commit().await?;
     Ok(Json(Added { id, notes }))
+}
+
+/// `POST /scoped/notes`: runs in the request's transaction (see
+/// [`request_transaction`]); the insert happens before the check, so a
+/// refused note shows the rollback.
+async fn add_note_scoped(State(pool): State<PgPool>, body: String) -> Result<Response, AppError> {
+    let id = store_note(&pool, &body).await?;
+    if body.trim().is_empty() {
+        let answer = format!("note {id} is empty: rolled back");
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, answer).into_response());
+    }
+    Ok((StatusCode::CREATED, id.to_string()).into_response())
+}
+
+/// Inserts a note in the current transaction, wherever it was begun.
+async fn store_note(pool: &PgPool, body: &str) -> Result<i64, AppError> {
+    let mut tx = pool.current().await?;
+    let id = sqlx::query_scalar("INSERT INTO axum_notes (body) VALUES ($1) RETURNING id")
+        .bind(body)
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(id)
 }
 
 async fn note(State(pool): State<PgPool>, Path(id): Path<i64>) -> Result<Response, AppError> {

@@ -1,6 +1,7 @@
 //! Smoke test of the axum example's service against `DATABASE_URL`: starts
-//! it on an ephemeral port, hits every route and the metrics listener,
-//! stops it and drops its table, all within a time bound.
+//! it on an ephemeral port, hits every route (the request-scoped
+//! transaction committing on 201 and rolling back on 422) and the metrics
+//! listener, stops it and drops its table, all within a time bound.
 
 use std::time::Duration;
 
@@ -89,6 +90,27 @@ async fn service_answers_every_route_and_serves_metrics() {
         let (status, body) = request(addr, "GET", &format!("/notes/{id}"), "").await;
         assert_eq!((status, body.as_str()), (200, "hello from the smoke test"));
         assert_eq!(request(addr, "GET", "/notes/-1", "").await.0, 404);
+
+        // The request-scoped transaction: a 201 commits, a 422 rolls back.
+        let (status, kept) = request(addr, "POST", "/scoped/notes", "kept by its commit").await;
+        assert_eq!(status, 201, "{kept}");
+        let kept: i64 = kept.trim().parse().expect("the new note's id");
+        let (status, body) = request(addr, "GET", &format!("/notes/{kept}"), "").await;
+        assert_eq!((status, body.as_str()), (200, "kept by its commit"));
+        let (status, refused) = request(addr, "POST", "/scoped/notes", " ").await;
+        assert_eq!(status, 422, "{refused}");
+        let refused: i64 = refused
+            .split(' ')
+            .nth(1)
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("the refused note's id in {refused:?}"));
+        assert_eq!(
+            request(addr, "GET", &format!("/notes/{refused}"), "")
+                .await
+                .0,
+            404,
+            "the refused request's insert was rolled back"
+        );
 
         let (status, state) = request(addr, "GET", "/pool", "").await;
         assert_eq!(status, 200);

@@ -39,6 +39,20 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// What opening or checking a connection can fail with.
     type Error: std::error::Error + Send + Sync + 'static;
 
+    /// Checks the manager's own settings before the pool opens anything:
+    /// the pool's `Pool::new` returns its error as
+    /// `PoolError::Backend` at once, so settings that cannot work together
+    /// are reported once, when the pool is built. No I/O. A lazy pool does
+    /// not call it; a manager whose settings can fail should check them at
+    /// the start of [`connect`](Self::connect) too. Defaults to `Ok(())`.
+    ///
+    /// # Errors
+    ///
+    /// The manager's error saying which settings clash.
+    fn check(&self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
     /// Opens one new connection.
     ///
     /// The pool bounds each call by `connect_timeout` and never runs more

@@ -17,6 +17,10 @@
 //!   jitter, `min_size`/`min_idle` refill, keepalive, leak warnings naming
 //!   the checkout site (with its backtrace when asked for), `holders()`,
 //!   and export through the `metrics` crate.
+//! * **Ambient transactions** (with a sqlx or the tokio-postgres feature):
+//!   a scope binds a transaction to the future it runs, and code below asks
+//!   the pool for it; propagation modes, savepoints, explicit hand-over to
+//!   spawned tasks (the `ambient` module).
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!
@@ -76,6 +80,17 @@
 
 mod acquire;
 mod affinity;
+#[cfg(any(feature = "_sqlx", feature = "tokio-postgres"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx-mysql",
+        feature = "sqlx-sqlite",
+        feature = "tokio-postgres"
+    )))
+)]
+pub mod ambient;
 mod clock;
 mod connection;
 mod connector;

@@ -80,9 +80,11 @@ impl<M: ManageConnection> Pool<M> {
     ///
     /// # Errors
     ///
-    /// [`PoolError::Backend`] with the connect error, or
-    /// [`PoolError::Timeout`] (phase `Connect`) when a connect ran past
-    /// `connect_timeout`. Nothing is left running after an error.
+    /// [`PoolError::Backend`] with the connect error (or, before anything
+    /// is opened, the error of the manager's
+    /// [`check`](ManageConnection::check): settings that cannot work
+    /// together), or [`PoolError::Timeout`] (phase `Connect`) when a connect
+    /// ran past `connect_timeout`. Nothing is left running after an error.
     ///
     /// # Cancel safety
     ///
@@ -118,6 +120,8 @@ impl<M: ManageConnection> Pool<M> {
         config: PoolConfig,
         hooks: Option<Box<dyn Hooks<M>>>,
     ) -> Result<Self, PoolError<M::Error>> {
+        // Settings that cannot work together fail here, before any connect.
+        manager.check().map_err(PoolError::Backend)?;
         // No housekeeper yet: it would start refilling `min_size` alongside
         // the initial connects.
         let pool = Self {
@@ -206,7 +210,11 @@ impl<M: ManageConnection> Pool<M> {
 
     /// [`get_timeout`](Self::get_timeout) on behalf of a caller elsewhere:
     /// `site` is what [`holders`](Self::holders) shows, for wrappers whose
-    /// own callers are the ones to name.
+    /// own callers are the ones to name (the host pool's).
+    #[cfg_attr(
+        not(any(feature = "tokio-postgres", feature = "sqlx-postgres")),
+        allow(dead_code)
+    )]
     pub(crate) fn get_for(
         &self,
         timeout: Duration,

@@ -219,8 +219,9 @@ impl fmt::Display for FleetBudgetConfigError {
                 i32::MAX
             ),
             Self::BehindTransactionPooler => f.write_str(
-                "fleet budget: not available behind a transaction-mode pooler \
-                 (its tickets are session locks)",
+                "fleet budget: fleet_budget cannot work with pooler_mode(PoolerMode::Transaction): \
+                 its tickets are session locks, which a transaction-mode pooler gives to \
+                 other clients; budget the pooler's server connections instead",
             ),
         }
     }

@@ -12,6 +12,19 @@ pub mod hosts;
 pub mod pooler;
 #[cfg(any(
     feature = "sqlx-postgres",
+    feature = "sqlx08-postgres",
+    feature = "tokio-postgres"
+))]
+pub(crate) mod relay;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx08-postgres",
+    feature = "tokio-postgres"
+))]
+#[doc(hidden)]
+pub use relay::open_relays;
+#[cfg(any(
+    feature = "sqlx-postgres",
     feature = "sqlx-mysql",
     feature = "sqlx-sqlite"
 ))]

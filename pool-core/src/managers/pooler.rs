@@ -20,7 +20,49 @@ pub enum PoolerMode {
     /// session state stays with the connection.
     #[default]
     Session,
-    /// Behind a transaction-mode pooler: no named prepared statement
-    /// outlives its transaction and no reset needs a session.
+    /// Behind a transaction-mode pooler: no statement name reaches the
+    /// server (each connection goes through a statement relay, see the
+    /// managers' `pooler_mode`) and no reset needs a session.
     Transaction,
 }
+
+/// Settings that cannot work with [`PoolerMode::Transaction`] on the sqlx
+/// PostgreSQL manager, reported when the pool is built (and by every
+/// connect, before any I/O).
+///
+/// In that mode the manager reaches the pooler through an in-process relay
+/// that reads the plaintext protocol (see
+/// `SqlxManager::<PgConnection>::pooler_mode`), which rules out TLS to the
+/// pooler and needs Unix domain sockets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransactionPoolerError {
+    /// The connect options ask for TLS (`sslmode` `require`, `verify-ca` or
+    /// `verify-full`), which the relay cannot read through.
+    Tls {
+        /// The `sslmode` asked for, as PostgreSQL spells it.
+        ssl_mode: &'static str,
+    },
+    /// This platform has no Unix domain sockets for the relay to listen on.
+    NoUnixSockets,
+}
+
+impl std::fmt::Display for TransactionPoolerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tls { ssl_mode } => write!(
+                f,
+                "pooler_mode(PoolerMode::Transaction) cannot work with sslmode={ssl_mode}: its \
+                 statement relay reads the plaintext protocol; connect to the pooler without \
+                 TLS (sslmode=disable or prefer, over loopback or a private network) or use \
+                 PoolerMode::Session"
+            ),
+            Self::NoUnixSockets => f.write_str(
+                "pooler_mode(PoolerMode::Transaction) needs Unix domain sockets for its \
+                 statement relay, which this platform lacks",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TransactionPoolerError {}

@@ -55,7 +55,6 @@ fn budgeted(url: &str, name: &str, total: u32) -> SqlxManager<PgConnection> {
     SqlxManager::<PgConnection>::from_url(url)
         .expect("DATABASE_URL parses")
         .fleet_budget(name, total)
-        .expect("a valid budget")
 }
 
 fn is_exhausted(err: &sqlx::Error) -> bool {

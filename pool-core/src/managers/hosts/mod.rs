@@ -245,6 +245,10 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         self.inner.is_capacity_refusal(error)
     }
 
+    fn check(&self) -> Result<(), M::Error> {
+        self.inner.check()
+    }
+
     async fn close(&self, conn: M::Connection) {
         self.inner.close(conn).await;
     }
@@ -289,8 +293,8 @@ pub enum HostConfigError {
     ZeroRecheck,
     /// The pool config is refused (its `host` label is already taken, say).
     Pool(ConfigError),
-    /// The manager customisation
-    /// ([`HostPoolBuilder::manager`]) failed; its error is the source.
+    /// A host's manager refused its settings (its `check`, after
+    /// [`HostPoolBuilder::manager`]); its error is the source.
     Manager(BoxError),
 }
 
@@ -472,22 +476,18 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     }
 
     /// Applied to each host's manager (reset mode, keepalive, password
-    /// provider, fleet budget, ...); an error fails
+    /// provider, fleet budget, ...). Settings the manager's `check` refuses
+    /// (a fleet budget with an empty name, say) fail
     /// [`build`](Self::build) with [`HostConfigError::Manager`].
     #[must_use]
-    pub fn manager<F, E>(mut self, customize: F) -> Self
+    pub fn manager<F>(mut self, customize: F) -> Self
     where
-        F: Fn(M) -> Result<M, E>,
-        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(M) -> M,
     {
-        self.hosts = self.hosts.and_then(|hosts| {
+        self.hosts = self.hosts.map(|hosts| {
             hosts
                 .into_iter()
-                .map(|(name, m)| {
-                    customize(m)
-                        .map(|m| (name, m))
-                        .map_err(|e| HostConfigError::Manager(Box::new(e)))
-                })
+                .map(|(name, m)| (name, customize(m)))
                 .collect()
         });
         self
@@ -540,7 +540,7 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     /// # Errors
     ///
     /// [`HostPoolError::Config`] for no host, mismatched ports or
-    /// hostaddrs, a zero recheck setting, a failed manager customisation,
+    /// hostaddrs, a zero recheck setting, manager settings its `check` refuses,
     /// or a pool config that refuses the `host` label;
     /// [`HostPoolError::Unreachable`] when no host answered the first check.
     ///
@@ -563,6 +563,13 @@ impl<M: HostBackend> HostPoolBuilder<M> {
         let registry = Arc::new(Registry::new(
             hosts.iter().map(|(name, _)| Arc::clone(name)).collect(),
         ));
+        // Settings that cannot work together fail the build, before any
+        // pool exists.
+        for (_, manager) in &hosts {
+            manager
+                .check()
+                .map_err(|e| HostConfigError::Manager(Box::new(e)))?;
+        }
         let mut pools = Vec::with_capacity(hosts.len());
         for (index, (name, manager)) in hosts.into_iter().enumerate() {
             let pool_config = self

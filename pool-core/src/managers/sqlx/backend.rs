@@ -6,6 +6,7 @@ use std::fmt;
 use super::driver::{Connection, Error};
 use super::reset::BoxFuture;
 use crate::managers::fleet::FleetBudget;
+use crate::managers::pooler::TransactionPoolerError;
 use crate::PoolerMode;
 
 /// A sqlx connection type that [`SqlxManager`](super::SqlxManager) can pool.
@@ -43,6 +44,27 @@ pub(crate) mod private {
         /// The options one connect uses, from the manager's options and its
         /// pooler mode.
         fn for_pooler(options: &Self::Options, mode: PoolerMode) -> Option<Self::Options>;
+
+        /// Settings of `options` that cannot work in pooler `mode`; checked
+        /// when the pool is built and before every connect.
+        fn check_pooler(
+            _options: &Self::Options,
+            _mode: PoolerMode,
+        ) -> Result<(), TransactionPoolerError> {
+            Ok(())
+        }
+
+        /// Opens a connection with `options` (already adjusted by
+        /// [`for_pooler`](Self::for_pooler)) in pooler `mode`.
+        fn connect_pooled(
+            options: &Self::Options,
+            _mode: PoolerMode,
+        ) -> BoxFuture<'_, Result<Self, Error>>
+        where
+            Self: Sized + 'static,
+        {
+            Box::pin(Self::connect_with(options))
+        }
 
         /// `options` with `password` in place of the one they had (for
         /// SQLite, which has none, `options` as they are).

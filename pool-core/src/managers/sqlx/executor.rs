@@ -2,21 +2,17 @@
 //! with sqlx's own pool.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 
 use futures_core::Stream;
 use futures_util::TryStreamExt;
 
 use super::backend::SqlxConnection;
-use super::driver::error::BoxDynError;
 use super::driver::{Database, Either, Error, Execute, Executor};
 use super::driver_core::ext::async_stream::TryAsyncStream;
-use super::driver_core::transaction::TransactionManager;
-use super::reset::Tm;
 use super::transaction::into_sqlx_error;
 use super::SqlxManager;
-use crate::{Pool, PoolerMode};
+use crate::Pool;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
@@ -30,13 +26,10 @@ type Db<C> = <C as super::driver::Connection>::Database;
 /// Statements prepared through it (`prepare`) belong to the connection that
 /// happened to run them, as with sqlx's pool.
 ///
-/// In [`PoolerMode::Transaction`] every query runs as an unnamed statement
-/// (as with sqlx's `.persistent(false)`), so none is left on a server
-/// connection the pooler hands to someone else, and a query with arguments
-/// runs inside `BEGIN` ... `COMMIT`, so the pooler keeps one server
-/// connection for its prepare and its execution (two round trips more). A
-/// query that fails, or a stream dropped before its end, leaves the
-/// transaction to the pool's reset, which rolls it back.
+/// In [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) a query
+/// runs as it would on the connection: the connection's relay keeps every
+/// statement unnamed on the server (see
+/// `SqlxManager::<PgConnection>::pooler_mode`).
 impl<'p, C> Executor<'p> for &'_ Pool<SqlxManager<C>>
 where
     C: SqlxConnection,
@@ -56,21 +49,11 @@ where
         E: 'q + Execute<'q, Db<C>>,
     {
         let pool = self.clone();
-        let mut query = Unnamed::new(query, keeps_statements(&pool));
         Box::pin(TryAsyncStream::new(move |yielder| async move {
             let mut conn = pool.get().await.map_err(into_sqlx_error)?;
-            let in_transaction = query.needs_transaction();
-            if in_transaction {
-                Tm::<C>::begin(&mut conn, None).await?;
-            }
-            {
-                let mut rows = (&mut *conn).fetch_many(query);
-                while let Some(row) = rows.try_next().await? {
-                    yielder.r#yield(row).await;
-                }
-            }
-            if in_transaction {
-                Tm::<C>::commit(&mut conn).await?;
+            let mut rows = (&mut *conn).fetch_many(query);
+            while let Some(row) = rows.try_next().await? {
+                yielder.r#yield(row).await;
             }
             Ok(())
         }))
@@ -85,26 +68,11 @@ where
         E: 'q + Execute<'q, Db<C>>,
     {
         let pool = self.clone();
-        let mut query = Unnamed::new(query, keeps_statements(&pool));
         Box::pin(async move {
             let mut conn = pool.get().await.map_err(into_sqlx_error)?;
-            if !query.needs_transaction() {
-                return (&mut *conn).fetch_optional(query).await;
-            }
-            Tm::<C>::begin(&mut conn, None).await?;
-            let row = (&mut *conn).fetch_optional(query).await?;
-            Tm::<C>::commit(&mut conn).await?;
-            Ok(row)
+            (&mut *conn).fetch_optional(query).await
         })
     }
 
     prepare_and_describe!();
 }
-
-/// Whether queries may be kept as named statements: not behind a
-/// transaction pooler.
-fn keeps_statements<C: SqlxConnection>(pool: &Pool<SqlxManager<C>>) -> bool {
-    pool.manager().pooler_mode != PoolerMode::Transaction
-}
-
-unnamed_query!();

@@ -89,8 +89,9 @@ pub struct SqlxManager<C: SqlxConnection> {
     reset_mode: ResetMode,
     pub(super) pooler_mode: PoolerMode,
     pub(super) password_provider: Option<Provider>,
-    /// Set only on PostgreSQL, by `fleet_budget`.
-    pub(super) fleet: Option<FleetBudget>,
+    /// Set only on PostgreSQL, by `fleet_budget`; an invalid one is kept
+    /// as its error, reported by `validate`.
+    pub(super) fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
     _connection: PhantomData<fn() -> C>,
 }
 
@@ -165,13 +166,38 @@ impl<C: SqlxConnection> SqlxManager<C> {
         options
     }
 
-    /// Refuses settings that cannot work together: a fleet budget behind a
-    /// transaction-mode pooler.
-    pub(super) fn check_settings(&self) -> Result<(), FleetBudgetConfigError> {
-        if self.fleet.is_some() && self.pooler_mode == PoolerMode::Transaction {
-            return Err(FleetBudgetConfigError::BehindTransactionPooler);
+    /// Checks that the settings work together: the fleet budget is valid
+    /// and not behind a transaction-mode pooler, and the connect options
+    /// suit the pooler mode (no TLS required in
+    /// [`PoolerMode::Transaction`]). The pool runs it when it is built
+    /// ([`ManageConnection::check`]: `Pool::new` fails with it), and every
+    /// connect runs it before any I/O (so a lazy pool's first connect
+    /// reports it).
+    ///
+    /// # Errors
+    ///
+    /// `sqlx::Error::Configuration` holding a [`FleetBudgetConfigError`]
+    /// (an empty name, a total of 0 or above `i32::MAX`, or
+    /// [`BehindTransactionPooler`](FleetBudgetConfigError::BehindTransactionPooler))
+    /// or a [`TransactionPoolerError`](crate::managers::pooler::TransactionPoolerError);
+    /// each says which settings clash.
+    pub fn validate(&self) -> Result<(), Error> {
+        match &self.fleet {
+            Some(Err(e)) => return Err(Error::Configuration(Box::new(e.clone()))),
+            Some(Ok(_)) if self.pooler_mode == PoolerMode::Transaction => {
+                return Err(Error::Configuration(Box::new(
+                    FleetBudgetConfigError::BehindTransactionPooler,
+                )))
+            }
+            _ => {}
         }
-        Ok(())
+        C::check_pooler(&self.options, self.pooler_mode)
+            .map_err(|e| Error::Configuration(Box::new(e)))
+    }
+
+    /// The fleet budget, if one is set and valid.
+    pub(super) fn budget(&self) -> Option<&FleetBudget> {
+        self.fleet.as_ref().and_then(|budget| budget.as_ref().ok())
     }
 }
 
@@ -204,6 +230,16 @@ impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
 impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     type Connection = C;
     type Error = Error;
+
+    /// [`validate`](SqlxManager::validate): settings that cannot work
+    /// together fail `Pool::new` before anything is opened.
+    ///
+    /// # Errors
+    ///
+    /// As [`validate`](SqlxManager::validate).
+    fn check(&self) -> Result<(), Error> {
+        self.validate()
+    }
 
     /// A connect refused for want of a fleet budget ticket is capacity, not
     /// a database failure: callers keep waiting (within `acquire_timeout`)
@@ -240,12 +276,10 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// provider is `Configuration` holding a [`PasswordProviderError`]; no
     /// free ticket in the fleet budget is `Configuration` holding a
     /// [`FleetBudgetExhausted`](crate::managers::fleet::FleetBudgetExhausted),
-    /// and a budget behind a transaction-mode pooler (a `pooler_mode` set
-    /// after `fleet_budget`) is `Configuration` holding
-    /// [`FleetBudgetConfigError::BehindTransactionPooler`], before any I/O.
+    /// and settings that cannot work together are what
+    /// [`validate`](SqlxManager::validate) says, before any I/O.
     async fn connect(&self) -> Result<C, Error> {
-        self.check_settings()
-            .map_err(|e| Error::Configuration(Box::new(e)))?;
+        self.validate()?;
         let password = match &self.password_provider {
             Some(provider) => Some(
                 provider()
@@ -255,8 +289,8 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
             None => None,
         };
         let options = self.options_for_connect(password.as_deref());
-        let mut conn = C::connect_with(&options).await?;
-        if let Some(budget) = &self.fleet {
+        let mut conn = C::connect_pooled(&options, self.pooler_mode).await?;
+        if let Some(budget) = self.budget() {
             // One round trip. On an error `conn` is dropped here, which
             // closes its socket and so ends the session on the server.
             if !C::claim_ticket(&mut conn, budget).await? {

@@ -133,75 +133,10 @@ macro_rules! prepare_and_describe {
     };
 }
 
-/// `executor::Unnamed`, whose `Execute` signatures differ between sqlx 0.8
-/// and 0.9.
-macro_rules! unnamed_query {
-    () => {
-        /// A query through `&pool`. Behind a transaction pooler it runs as an
-        /// unnamed statement (`persistent() == false`, whatever the query
-        /// says), and its arguments are taken early to learn whether sqlx
-        /// will prepare it (see [`needs_transaction`](Self::needs_transaction)).
-        struct Unnamed<'q, DB: Database, E> {
-            query: E,
-            /// Whether the query may be kept as a named, cached statement:
-            /// `false` behind a transaction pooler.
-            keep: bool,
-            /// The arguments, when taken early.
-            taken: Option<Result<Option<DB::Arguments>, BoxDynError>>,
-            _query: PhantomData<&'q ()>,
-        }
-
-        impl<'q, DB: Database, E: Execute<'q, DB>> Unnamed<'q, DB, E> {
-            fn new(query: E, keep: bool) -> Self {
-                Self {
-                    query,
-                    keep,
-                    taken: None,
-                    _query: PhantomData,
-                }
-            }
-
-            /// Whether the query must run inside a transaction: behind a
-            /// transaction pooler, a query with arguments is prepared in one
-            /// round trip and bound in the next, which the pooler may send
-            /// to another server connection unless a transaction holds it.
-            fn needs_transaction(&mut self) -> bool {
-                if self.keep {
-                    return false;
-                }
-                let taken = self.query.take_arguments();
-                let prepared = !matches!(taken, Ok(None));
-                self.taken = Some(taken);
-                prepared
-            }
-        }
-
-        impl<'q, DB: Database, E: Execute<'q, DB>> Execute<'q, DB> for Unnamed<'q, DB, E> {
-            fn sql(self) -> super::driver::SqlStr {
-                self.query.sql()
-            }
-
-            fn statement(&self) -> Option<&DB::Statement> {
-                self.query.statement()
-            }
-
-            fn take_arguments(&mut self) -> Result<Option<DB::Arguments>, BoxDynError> {
-                match self.taken.take() {
-                    Some(taken) => taken,
-                    None => self.query.take_arguments(),
-                }
-            }
-
-            fn persistent(&self) -> bool {
-                self.keep && self.query.persistent()
-            }
-        }
-    };
-}
-
 // Each driver's file gets its docs.rs badge from the `doc(cfg)` on its
 // `mod` line here, which names this module's own feature: rustdoc passes it
 // on to the impls and methods inside (the shared files cannot name it).
+mod ambient;
 mod backend;
 mod executor;
 mod manager;

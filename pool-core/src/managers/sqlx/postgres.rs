@@ -3,13 +3,46 @@
 use std::fmt;
 
 use super::backend::{private, SqlxConnection, SqlxPasswordConnection};
-use super::driver::postgres::{PgConnectOptions, PgConnection};
-use super::driver::{Error, Executor};
+use super::driver::postgres::{PgConnectOptions, PgConnection, PgSslMode};
+use super::driver::{Connection, Error, Executor};
 use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 use super::SqlxManager;
-use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError};
+use crate::managers::fleet::FleetBudget;
+use crate::managers::pooler::TransactionPoolerError;
+use crate::managers::relay::{self, Relay};
 use crate::PoolerMode;
+
+/// sqlx's statement cache per connection in [`PoolerMode::Transaction`]
+/// (sqlx's own default), whatever the options say: the relay must be able
+/// to keep every statement the cache holds.
+const TRANSACTION_STATEMENT_CACHE: usize = 100;
+
+/// How many statements the relay keeps per connection: the cache, plus the
+/// unnamed one and some slack for statements sqlx prepares and then fails
+/// to cache.
+const RELAY_STATEMENTS: usize = TRANSACTION_STATEMENT_CACHE + 28;
+
+/// Opens a connection through a statement relay to where `options` point.
+async fn connect_through_relay(options: &PgConnectOptions) -> Result<PgConnection, Error> {
+    let upstream = relay::upstream(
+        options.get_socket().map(|dir| dir.as_path()),
+        options.get_host(),
+        options.get_port(),
+    );
+    let relay = Relay::start(&upstream, RELAY_STATEMENTS)
+        .await
+        .map_err(Error::Io)?;
+    let through = options
+        .clone()
+        .socket(&relay.dir)
+        .port(relay.port)
+        .ssl_mode(PgSslMode::Disable);
+    let conn = PgConnection::connect_with(&through).await;
+    // A relay whose driver never connected ends here.
+    drop(relay);
+    conn
+}
 
 impl SqlxConnection for PgConnection {}
 impl SqlxPasswordConnection for PgConnection {}
@@ -35,8 +68,41 @@ impl private::Sealed for PgConnection {
 
     fn for_pooler(options: &PgConnectOptions, mode: PoolerMode) -> Option<PgConnectOptions> {
         match mode {
-            PoolerMode::Transaction => Some(options.clone().statement_cache_capacity(0)),
+            PoolerMode::Transaction => Some(
+                options
+                    .clone()
+                    .statement_cache_capacity(TRANSACTION_STATEMENT_CACHE),
+            ),
             _ => None,
+        }
+    }
+
+    fn check_pooler(
+        options: &PgConnectOptions,
+        mode: PoolerMode,
+    ) -> Result<(), TransactionPoolerError> {
+        if mode != PoolerMode::Transaction {
+            return Ok(());
+        }
+        if cfg!(not(unix)) {
+            return Err(TransactionPoolerError::NoUnixSockets);
+        }
+        let ssl_mode = match options.get_ssl_mode() {
+            PgSslMode::Require => "require",
+            PgSslMode::VerifyCa => "verify-ca",
+            PgSslMode::VerifyFull => "verify-full",
+            _ => return Ok(()),
+        };
+        Err(TransactionPoolerError::Tls { ssl_mode })
+    }
+
+    fn connect_pooled(
+        options: &PgConnectOptions,
+        mode: PoolerMode,
+    ) -> BoxFuture<'_, Result<Self, Error>> {
+        match mode {
+            PoolerMode::Transaction => Box::pin(connect_through_relay(options)),
+            _ => Box::pin(Self::connect_with(options)),
         }
     }
 
@@ -76,34 +142,45 @@ impl private::SealedPassword for PgConnection {}
 
 impl SqlxManager<PgConnection> {
     /// Makes the manager safe behind a pooler that hands out server
-    /// connections per transaction (PgBouncer or pgcat in transaction mode).
-    /// Defaults to [`PoolerMode::Session`]: connections as configured.
+    /// connections per transaction (PgBouncer, pgcat, Supavisor in
+    /// transaction mode). Defaults to [`PoolerMode::Session`]: connections
+    /// as configured.
     ///
-    /// In [`PoolerMode::Transaction`]:
+    /// In [`PoolerMode::Transaction`] no statement name ever reaches the
+    /// server, whichever way a query goes: `&pool`, `&mut *conn`, a
+    /// [`Transaction`](super::Transaction) from `pool.begin()`, sqlx's own
+    /// `conn.begin()`, `prepare`, with or without `.persistent(false)`.
+    /// Each connection reaches the pooler through a small relay in this
+    /// process (a task and a Unix socket in a private temporary directory,
+    /// removed once sqlx is connected) that sends every statement sqlx
+    /// prepares as the unnamed statement, and parses it again, in the same
+    /// round trip, before a `Bind` whose statement the current server
+    /// connection may not hold. So:
     ///
-    /// - every connection is opened with sqlx's `statement_cache_capacity(0)`,
-    ///   so no prepared statement is cached for reuse on a server connection
-    ///   the pooler may since have given to someone else;
-    /// - every query through `&pool` (the pool as an executor) runs as an
-    ///   unnamed statement, as with sqlx's `.persistent(false)`, so none is
-    ///   left on the server.
+    /// - no "prepared statement ... already exists" or "... does not exist"
+    ///   from statements that outlived their transaction, even with
+    ///   PgBouncer before 1.21 or `max_prepared_statements = 0`;
+    /// - sqlx's statement cache keeps working (its metadata saves a round
+    ///   trip per cached query); it holds 100 statements per connection in
+    ///   this mode (sqlx's default), whatever the options say, so that the
+    ///   relay can keep every statement it holds;
+    /// - the server parses a query again each time it runs outside the
+    ///   transaction that parsed it, as it does for `.persistent(false)`.
     ///
-    /// Queries through a connection or a [`Transaction`](super::Transaction)
-    /// (`&mut *conn`, `&mut *tx`) go to sqlx directly: give them
-    /// `.persistent(false)`. With the cache off, sqlx still prepares a
-    /// persistent query (its default) under a new name each time and never
-    /// closes it, so the server's statements for that session grow with
-    /// every such query.
+    /// The relay reads the plaintext protocol: the options' `sslmode` must
+    /// not be `require`, `verify-ca` or `verify-full` (that is a
+    /// [`TransactionPoolerError::Tls`], reported when the pool is built),
+    /// and under `prefer` (sqlx's default) or `allow` the connection to the
+    /// pooler is plaintext. Keep the pooler on loopback or a private
+    /// network. Platforms without Unix domain sockets get
+    /// [`TransactionPoolerError::NoUnixSockets`]. The relay ends when its
+    /// connection closes, or when the pooler closes it.
     ///
     /// Both [`ResetMode`](super::ResetMode)s stay available: their reset is
     /// a plain statement plus, when a transaction is open, its `ROLLBACK`,
-    /// neither of which needs the same server session.
-    ///
-    /// sqlx prepares a statement in one round trip and binds it in the next;
-    /// outside a transaction, a pooler may run the two on different server
-    /// connections. PgBouncer 1.21 and later with `max_prepared_statements`
-    /// above 0 carries statements across them; older poolers need queries in
-    /// a transaction, where the server connection stays the same.
+    /// neither of which needs the same server session. Session state (`SET`
+    /// without `LOCAL`, `LISTEN`, advisory session locks, temporary tables)
+    /// still does not survive a transaction behind such a pooler.
     ///
     /// # Example
     ///
@@ -115,6 +192,7 @@ impl SqlxManager<PgConnection> {
     ///
     /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@pgbouncer:6432/app")?
     ///     .pooler_mode(PoolerMode::Transaction);
+    /// assert!(manager.validate().is_ok());
     /// # Ok(())
     /// # }
     /// # #[cfg(feature = "sqlx-postgres")]
@@ -122,8 +200,8 @@ impl SqlxManager<PgConnection> {
     /// ```
     ///
     /// A [`fleet_budget`](Self::fleet_budget) cannot work in
-    /// [`PoolerMode::Transaction`]: set after a budget, this mode makes
-    /// every connect fail (see [`validate`](Self::validate)).
+    /// [`PoolerMode::Transaction`]: in whichever order the two are set,
+    /// [`validate`](Self::validate) refuses them, and so does `Pool::new`.
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
@@ -150,11 +228,11 @@ impl SqlxManager<PgConnection> {
     /// ticket while the connection stays open, so the budget no longer
     /// counts it.
     ///
-    /// # Errors
-    ///
-    /// [`FleetBudgetConfigError`] for an empty name or a total of 0 or above
-    /// `i32::MAX`, and [`FleetBudgetConfigError::BehindTransactionPooler`]
-    /// in [`PoolerMode::Transaction`].
+    /// The setter never fails, so it chains: an empty name, a total of 0 or
+    /// above `i32::MAX`, or a budget in [`PoolerMode::Transaction`] is a
+    /// [`FleetBudgetConfigError`](crate::managers::fleet::FleetBudgetConfigError)
+    /// from [`validate`](Self::validate), which `Pool::new` returns before
+    /// opening anything (and a lazy pool's first connect).
     ///
     /// # Example
     ///
@@ -162,10 +240,12 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// use pool_core::managers::fleet::FleetBudgetExhausted;
-    /// use pool_core::managers::sqlx::SqlxManager;
+    /// use pool_core::managers::sqlx::{ResetMode, SqlxManager};
     ///
     /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@db.internal/shop")?
-    ///     .fleet_budget("shop-api", 80)?;
+    ///     .fleet_budget("shop-api", 80)
+    ///     .reset_mode(ResetMode::Strict);
+    /// manager.validate()?;
     ///
     /// // How a caller tells an exhausted budget from other connect errors:
     /// fn is_budget_exhausted(err: &sqlx::Error) -> bool {
@@ -177,108 +257,153 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # demo().unwrap();
     /// ```
-    pub fn fleet_budget(mut self, name: &str, total: u32) -> Result<Self, FleetBudgetConfigError> {
-        self.fleet = Some(FleetBudget::new(name, total)?);
-        self.check_settings()?;
-        Ok(self)
+    #[must_use]
+    pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
+        self.fleet = Some(FleetBudget::new(name, total));
+        self
     }
 
-    /// The fleet budget, if one is set.
+    /// The fleet budget, if one is set and valid.
     pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
-        self.fleet.as_ref()
-    }
-
-    /// Checks that the settings work together; every connect runs it too,
-    /// before any I/O.
-    ///
-    /// # Errors
-    ///
-    /// [`FleetBudgetConfigError::BehindTransactionPooler`] for a fleet
-    /// budget in [`PoolerMode::Transaction`].
-    pub fn validate(&self) -> Result<(), FleetBudgetConfigError> {
-        self.check_settings()
+        self.budget()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::managers::fleet::FleetBudgetConfigError;
+
+    fn cause<E: std::error::Error + Clone + 'static>(result: Result<(), Error>) -> E {
+        match result {
+            Err(Error::Configuration(cause)) => cause
+                .downcast_ref::<E>()
+                .cloned()
+                .unwrap_or_else(|| panic!("another cause: {cause}")),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
 
     #[test]
-    fn transaction_pooler_mode_turns_the_statement_cache_off() {
-        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+    fn transaction_pooler_mode_fixes_the_statement_cache_the_relay_keeps() {
+        let options = PgConnectOptions::new().statement_cache_capacity(7);
+        let manager = SqlxManager::<PgConnection>::new(options);
         let session = format!("{:?}", manager.options_for_connect(None));
         assert!(
-            session.contains("statement_cache_capacity: 100"),
+            session.contains("statement_cache_capacity: 7,"),
             "{session}"
         );
 
         let manager = manager.pooler_mode(PoolerMode::Transaction);
         let transaction = format!("{:?}", manager.options_for_connect(None));
         assert!(
-            transaction.contains("statement_cache_capacity: 0,"),
+            transaction.contains(&format!(
+                "statement_cache_capacity: {TRANSACTION_STATEMENT_CACHE},"
+            )),
             "{transaction}"
         );
         // The manager's own options are left as given.
         let kept = format!("{:?}", manager.connect_options());
-        assert!(kept.contains("statement_cache_capacity: 100"), "{kept}");
+        assert!(kept.contains("statement_cache_capacity: 7,"), "{kept}");
     }
 
     #[test]
     fn a_fleet_budget_is_refused_behind_a_transaction_pooler_either_way_round() {
         let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        let first = manager
+            .clone()
+            .pooler_mode(PoolerMode::Transaction)
+            .fleet_budget("api", 3);
         assert_eq!(
-            manager
-                .clone()
-                .pooler_mode(PoolerMode::Transaction)
-                .fleet_budget("api", 3)
-                .map(drop),
-            Err(FleetBudgetConfigError::BehindTransactionPooler)
+            cause::<FleetBudgetConfigError>(first.validate()),
+            FleetBudgetConfigError::BehindTransactionPooler
         );
-        let budgeted = manager.fleet_budget("api", 3).expect("valid budget");
-        assert_eq!(budgeted.validate(), Ok(()));
+        let budgeted = manager.fleet_budget("api", 3);
+        assert!(budgeted.validate().is_ok());
         assert_eq!(
             budgeted.current_fleet_budget().map(FleetBudget::total),
             Some(3)
         );
         assert!(format!("{budgeted:?}").contains("\"api\""), "{budgeted:?}");
         let late = budgeted.pooler_mode(PoolerMode::Transaction);
+        let error = late.validate().expect_err("refused");
         assert_eq!(
-            late.validate(),
-            Err(FleetBudgetConfigError::BehindTransactionPooler)
+            cause::<FleetBudgetConfigError>(Err(error)),
+            FleetBudgetConfigError::BehindTransactionPooler
+        );
+        let text = late.validate().expect_err("refused").to_string();
+        assert!(
+            text.contains("fleet_budget") && text.contains("PoolerMode::Transaction"),
+            "{text}"
         );
     }
 
     #[tokio::test]
-    async fn a_fleet_budget_set_before_a_transaction_pooler_fails_every_connect_without_io() {
-        use crate::managers::fleet::FleetBudgetConfigError as E;
-        use crate::ManageConnection;
+    async fn settings_that_clash_fail_pool_new_and_every_connect_without_io() {
+        use crate::{ManageConnection, Pool, PoolConfig, PoolError};
 
         // Port 1 on loopback: were a connect attempted, it would fail with
         // an I/O error, not this one.
         let options = PgConnectOptions::new().host("127.0.0.1").port(1);
         let manager = SqlxManager::<PgConnection>::new(options)
             .fleet_budget("api", 3)
-            .expect("valid budget")
             .pooler_mode(PoolerMode::Transaction);
-        match manager.connect().await {
-            Err(Error::Configuration(cause)) => {
-                assert_eq!(cause.downcast_ref::<E>(), Some(&E::BehindTransactionPooler))
-            }
+        assert_eq!(
+            cause::<FleetBudgetConfigError>(manager.connect().await.map(drop)),
+            FleetBudgetConfigError::BehindTransactionPooler
+        );
+        let config = PoolConfig::builder().max_size(1).build().expect("config");
+        match Pool::new(manager, config).await.map(drop) {
+            Err(PoolError::Backend(error)) => assert_eq!(
+                cause::<FleetBudgetConfigError>(Err(error)),
+                FleetBudgetConfigError::BehindTransactionPooler
+            ),
             other => panic!("expected the settings to be refused, got {other:?}"),
         }
     }
 
     #[test]
-    fn bad_budgets_are_typed_errors() {
+    fn bad_budgets_are_typed_errors_at_validation() {
         let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        let empty = manager.clone().fleet_budget("", 3);
         assert_eq!(
-            manager.clone().fleet_budget("", 3).map(drop),
-            Err(FleetBudgetConfigError::EmptyName)
+            cause::<FleetBudgetConfigError>(empty.validate()),
+            FleetBudgetConfigError::EmptyName
         );
+        assert!(empty.current_fleet_budget().is_none());
         assert_eq!(
-            manager.fleet_budget("api", 0).map(drop),
-            Err(FleetBudgetConfigError::ZeroTotal)
+            cause::<FleetBudgetConfigError>(manager.clone().fleet_budget("api", 0).validate()),
+            FleetBudgetConfigError::ZeroTotal
         );
+        // The last call wins.
+        let fixed = manager.fleet_budget("api", 0).fleet_budget("api", 2);
+        assert!(fixed.validate().is_ok());
+    }
+
+    #[test]
+    fn tls_to_a_transaction_pooler_is_refused() {
+        for (mode, name) in [
+            (PgSslMode::Require, "require"),
+            (PgSslMode::VerifyCa, "verify-ca"),
+            (PgSslMode::VerifyFull, "verify-full"),
+        ] {
+            let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new().ssl_mode(mode));
+            assert!(manager.validate().is_ok(), "session mode takes {name}");
+            let manager = manager.pooler_mode(PoolerMode::Transaction);
+            assert_eq!(
+                cause::<TransactionPoolerError>(manager.validate()),
+                TransactionPoolerError::Tls { ssl_mode: name }
+            );
+            let text = manager.validate().expect_err("refused").to_string();
+            assert!(
+                text.contains("pooler_mode") && text.contains(name),
+                "{text}"
+            );
+        }
+        for mode in [PgSslMode::Prefer, PgSslMode::Allow, PgSslMode::Disable] {
+            let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new().ssl_mode(mode))
+                .pooler_mode(PoolerMode::Transaction);
+            assert!(manager.validate().is_ok(), "{mode:?}");
+        }
     }
 }

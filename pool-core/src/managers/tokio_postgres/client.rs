@@ -21,9 +21,13 @@ use super::transaction::{PgTransaction, PgTransactionBuilder};
 use crate::PoolerMode;
 
 /// Sends a cancel request for the query running behind a token, over a new
-/// connection made with the manager's TLS connector.
+/// connection made with the manager's TLS connector (or, for a relayed
+/// connection, straight to the pooler). `Err(None)`: no connection could be
+/// made to send it, and the cause was logged.
 pub(super) type Canceller = Arc<
-    dyn Fn(CancelToken) -> Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> + Send + Sync,
+    dyn Fn(CancelToken) -> Pin<Box<dyn Future<Output = Result<(), Option<Error>>> + Send>>
+        + Send
+        + Sync,
 >;
 
 /// A pooled `tokio_postgres` connection.
@@ -40,6 +44,9 @@ pub struct PgClient {
     /// Parameter types by query text, in [`PoolerMode::Transaction`].
     described: StatementCache<Arc<[Type]>>,
     pooler_mode: PoolerMode,
+    /// Reaches the pooler through the statement relay, which keeps every
+    /// statement unnamed on the server: named statements are safe.
+    relayed: bool,
     /// The fleet budget ticket this connection holds.
     ticket: Option<i32>,
     /// Behind a pooler: a `BEGIN` sent as text was not yet followed by its
@@ -116,6 +123,7 @@ impl PgClient {
             cache: StatementCache::new(statements),
             described: StatementCache::new(described),
             pooler_mode,
+            relayed: false,
             ticket,
             raw_tx: AtomicBool::new(false),
             describing: tokio::sync::Mutex::new(()),
@@ -138,6 +146,15 @@ impl PgClient {
     /// What the server reported about its role at startup.
     pub(crate) fn reported_role(&self) -> ReportedRole {
         self.reported
+    }
+
+    /// Marks the connection as relayed (see [`is_relayed`](Self::is_relayed)):
+    /// named statements are safe, so [`prepare_cached`](Self::prepare_cached)
+    /// caches them, up to the same capacity as the parameter types.
+    pub(super) fn relayed(mut self) -> Self {
+        self.relayed = true;
+        self.cache = StatementCache::new(self.described.stats().capacity);
+        self
     }
 
     /// Adds the handle of the task that drives the socket, aborted when an
@@ -252,14 +269,18 @@ impl PgClient {
     ///
     /// [`PgError::Db`] if preparing fails;
     /// [`PgError::NamedStatementBehindPooler`] under
-    /// [`PoolerMode::Transaction`], where a cached named statement would
-    /// outlive its transaction (query with the text instead).
+    /// [`PoolerMode::Transaction`] on a connection that is not relayed
+    /// (`sslmode=require`, see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)),
+    /// where a cached named statement would outlive its transaction (query
+    /// with the text instead). A relayed connection caches statements as
+    /// in [`PoolerMode::Session`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: nothing is cached until the statement is prepared.
     pub async fn prepare_cached(&self, query: &str) -> Result<Statement, PgError> {
-        if self.pooler_mode == PoolerMode::Transaction {
+        if self.pooler_mode == PoolerMode::Transaction && !self.relayed {
             return Err(PgError::NamedStatementBehindPooler);
         }
         if let Some(statement) = self.cache.get(query) {
@@ -309,6 +330,14 @@ impl PgClient {
     /// The pooler mode this connection was opened with.
     pub fn pooler_mode(&self) -> PoolerMode {
         self.pooler_mode
+    }
+
+    /// Whether this connection reaches the pooler through the statement
+    /// relay of [`PoolerMode::Transaction`], which sends every statement to
+    /// the server as the unnamed one (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
+    pub fn is_relayed(&self) -> bool {
+        self.relayed
     }
 
     /// The fleet budget ticket this connection holds (the advisory lock's
@@ -613,13 +642,14 @@ impl PgClient {
                 let cancel = (self.canceller)(self.client.cancel_token());
                 match tokio::time::timeout(self.cancel_timeout, cancel).await {
                     Ok(Ok(())) => Err(QueryError::TimedOut { limit }),
-                    Ok(Err(error)) => {
+                    Ok(Err(Some(error))) => {
                         tracing::warn!(%error, "cancel request for a timed-out query failed");
                         Err(QueryError::CancelFailed {
                             limit,
                             error: Some(error),
                         })
                     }
+                    Ok(Err(None)) => Err(QueryError::CancelFailed { limit, error: None }),
                     Err(_elapsed) => {
                         tracing::warn!(
                             cancel_timeout = ?self.cancel_timeout,
@@ -651,6 +681,12 @@ impl PgClient {
     /// `BEGIN` sent as text through this wrapper and not yet ended.
     pub fn transaction_open(&self) -> bool {
         self.tx_open || self.raw_tx.load(Ordering::Relaxed)
+    }
+
+    /// Marks a transaction begun or ended with SQL text by the ambient
+    /// scopes (`crate::ambient`), so that the reset on return sees it.
+    pub(super) fn set_transaction_open(&mut self, open: bool) {
+        self.tx_open = open;
     }
 
     /// Called after a successful reset.
@@ -687,6 +723,7 @@ impl fmt::Debug for PgClient {
             .field("retired", &self.is_retired())
             .field("cached_statements", &self.statement_cache_len())
             .field("pooler_mode", &self.pooler_mode)
+            .field("relayed", &self.relayed)
             .field("fleet_ticket", &self.ticket)
             .finish_non_exhaustive()
     }

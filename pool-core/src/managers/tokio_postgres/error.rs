@@ -33,6 +33,11 @@ pub enum PgError {
     /// instead (`conn.query(sql, params)`), which the pooled client runs as
     /// an unnamed statement.
     NamedStatementBehindPooler,
+    /// The statement relay of
+    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) could not
+    /// reach the pooler (refused, unreachable, timed out) or could not be
+    /// set up; the I/O error is the source.
+    Relay(std::io::Error),
     /// The connection is retired: a query on it, or on another connection
     /// to the same server opened no later, failed with a SQLSTATE that says
     /// the server turned read-only or is going away (see
@@ -63,6 +68,10 @@ impl fmt::Display for PgError {
             Self::Password(e) => write!(f, "password provider failed: {e}"),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
             Self::Config(e) => fmt::Display::fmt(e, f),
+            Self::Relay(e) => write!(
+                f,
+                "could not reach the pooler through the statement relay: {e}"
+            ),
             Self::Retired => f.write_str(
                 "the connection is retired: its server turned read-only or is going away \
                  (SQLSTATE 25006, 57P01, 57P02, 57P03 or class 08 on this or an older \
@@ -85,6 +94,7 @@ impl Error for PgError {
             Self::Password(e) => Some(&**e),
             Self::FleetBudget(_) | Self::NamedStatementBehindPooler | Self::Retired => None,
             Self::Config(e) => e.source(),
+            Self::Relay(e) => Some(e),
         }
     }
 }
@@ -95,11 +105,11 @@ impl From<tokio_postgres::Error> for PgError {
     }
 }
 
-/// Manager settings that cannot work together, refused when they are set
-/// ([`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode),
-/// [`PostgresManager::fleet_budget`](super::PostgresManager::fleet_budget))
-/// or, for an order that the infallible setters let through, by the first
-/// connect (so `Pool::new` fails with it).
+/// Manager settings that cannot work together (or a fleet budget that
+/// cannot work at all), reported by
+/// [`PostgresManager::validate`](super::PostgresManager::validate) when the
+/// pool is built (`Pool::new` fails with it) and by every connect, before
+/// any I/O. The setters themselves never fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PgConfigError {
@@ -124,13 +134,15 @@ impl fmt::Display for PgConfigError {
         match self {
             Self::SessionResetBehindPooler { reset_mode } => write!(
                 f,
-                "reset mode {reset_mode:?} needs a server session and cannot work behind a \
-                 transaction-mode pooler (PoolerMode::Transaction); use Rollback or RollbackAlways"
+                "reset_mode(ResetMode::{reset_mode:?}) cannot work with \
+                 pooler_mode(PoolerMode::Transaction): the reset needs a server session, which \
+                 a transaction-mode pooler does not keep; use ResetMode::Rollback or \
+                 RollbackAlways"
             ),
             Self::FleetBudgetBehindPooler => f.write_str(
-                "a fleet budget holds advisory session locks and cannot work behind a \
-                 transaction-mode pooler (PoolerMode::Transaction); budget the pooler's \
-                 server connections instead",
+                "fleet_budget cannot work with pooler_mode(PoolerMode::Transaction): a fleet \
+                 budget holds advisory session locks, which a transaction-mode pooler gives to \
+                 other clients; budget the pooler's server connections instead",
             ),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
         }

@@ -1,5 +1,6 @@
 //! [`PostgresManager`]: opens, checks and resets `tokio_postgres` clients.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -7,16 +8,128 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pool_api::{async_trait, ManageConnection};
+#[cfg(unix)]
+use tokio_postgres::config::Host;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::Type;
+#[cfg(unix)]
+use tokio_postgres::Client;
 use tokio_postgres::{Config, Socket};
 
 use super::client::{Canceller, PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
-use crate::managers::fleet::{self, FleetBudget};
+use crate::managers::fleet::{self, FleetBudget, FleetBudgetConfigError};
+#[cfg(unix)]
+use crate::managers::relay::{Keepalive, Relay, Upstream};
 use crate::PoolerMode;
+
+#[cfg(unix)]
+/// How many statements a relay keeps beyond the statement cache: those the
+/// caller prepared and still holds.
+const RELAY_SLACK: usize = 256;
+
+#[cfg(unix)]
+/// Where `config` points, in order: each host (or `hostaddr`) with its port.
+fn upstreams(config: &Config) -> Vec<Upstream> {
+    let hosts = config.get_hosts();
+    let addrs = config.get_hostaddrs();
+    let ports = config.get_ports();
+    (0..hosts.len().max(addrs.len()))
+        .filter_map(|i| {
+            let port = ports
+                .get(i)
+                .or_else(|| ports.first())
+                .copied()
+                .unwrap_or(5432);
+            if let Some(addr) = addrs.get(i) {
+                return Some(Upstream::Tcp(addr.to_string(), port));
+            }
+            match hosts.get(i)? {
+                Host::Tcp(host) => Some(Upstream::Tcp(host.clone(), port)),
+                #[cfg(unix)]
+                Host::Unix(dir) => Some(Upstream::Unix(dir.join(format!(".s.PGSQL.{port}")))),
+            }
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+/// Opens a connection through a statement relay: to the first of the
+/// config's hosts that accepts one, each within `connect_timeout`, with the
+/// config's TCP keepalive on the relay's socket. Its cancel requests go
+/// straight to that host.
+async fn relayed_connect(
+    config: &Config,
+    cache_capacity: usize,
+) -> Result<(Client, tokio::task::JoinHandle<()>, Canceller, ReportedRole), PgError> {
+    let keepalive = config.get_keepalives().then(|| Keepalive {
+        idle: config.get_keepalives_idle(),
+        interval: config.get_keepalives_interval(),
+        retries: config.get_keepalives_retries(),
+    });
+    let mut last = None;
+    for upstream in upstreams(config) {
+        let opened = async {
+            let stream = Relay::pair(&upstream, keepalive, cache_capacity + RELAY_SLACK)
+                .await
+                .map_err(PgError::Relay)?;
+            Ok::<_, PgError>(config.connect_raw(stream, tokio_postgres::NoTls).await?)
+        };
+        let opened = match config.get_connect_timeout() {
+            Some(limit) => match tokio::time::timeout(*limit, opened).await {
+                Ok(opened) => opened,
+                Err(_) => Err(PgError::Relay(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connect to {upstream:?} timed out after {limit:?}"),
+                ))),
+            },
+            None => opened.await,
+        };
+        match opened {
+            Ok((client, connection)) => {
+                let reported = ReportedRole::from_params(
+                    connection.parameter("in_hot_standby"),
+                    connection.parameter("default_transaction_read_only"),
+                );
+                let driver = tokio::spawn(drive(connection));
+                let canceller: Canceller = Arc::new(move |token| {
+                    let upstream = upstream.clone();
+                    Box::pin(async move {
+                        use crate::managers::relay::ServerStream;
+                        let sent = match upstream.connect().await {
+                            Ok(ServerStream::Tcp(s)) => {
+                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
+                            }
+                            #[cfg(unix)]
+                            Ok(ServerStream::Unix(s)) => {
+                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "could not reach the pooler to cancel a query");
+                                return Err(None);
+                            }
+                        };
+                        sent.map_err(Some)
+                    })
+                });
+                return Ok((client, driver, canceller, reported));
+            }
+            // A refused login is the server's answer: no other host is
+            // tried, as the driver itself does.
+            Err(PgError::Db(e)) if e.as_db_error().is_some() => return Err(PgError::Db(e)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        PgError::Relay(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the config names no host",
+        ))
+    }))
+}
 
 /// What a password provider returns: a boxed future of the password.
 pub type PasswordFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
@@ -123,7 +236,8 @@ pub struct PostgresManager<Tls> {
     cancel_timeout: Duration,
     canceller: Canceller,
     pooler_mode: PoolerMode,
-    fleet: Option<FleetBudget>,
+    /// An invalid budget is kept as its error, reported by `validate`.
+    fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
     password: Option<PasswordProvider>,
     hosts: HostEpochs,
 }
@@ -155,7 +269,7 @@ where
         let cancel_tls = tls.clone();
         let canceller: Canceller = Arc::new(move |token| {
             let tls = cancel_tls.clone();
-            Box::pin(async move { token.cancel_query(tls).await })
+            Box::pin(async move { token.cancel_query(tls).await.map_err(Some) })
         });
         Self {
             config,
@@ -179,6 +293,12 @@ impl<Tls> PostgresManager<Tls> {
     pub fn reset_mode(mut self, mode: ResetMode) -> Self {
         self.reset_mode = mode;
         self
+    }
+
+    /// Whether a connection returned with a transaction open is left
+    /// unreset ([`ResetMode::None`]).
+    pub(super) fn leaves_transactions_open(&self) -> bool {
+        self.reset_mode == ResetMode::None
     }
 
     /// How many statements [`PgClient::prepare_cached`] keeps per
@@ -257,30 +377,50 @@ impl<Tls> PostgresManager<Tls> {
     /// with [`PoolerMode::Transaction`]; [`PoolerMode::Session`] (the
     /// default) is a direct connection.
     ///
-    /// Under `Transaction`, the pooled client runs queries given as text
-    /// (`conn.query(sql, params)`, `query_one`, `query_opt`, `execute`) as
-    /// unnamed statements: the parameter types are learnt once per query
-    /// text and connection (a describe in a short transaction of its own,
-    /// cached like statements, see
-    /// [`statement_cache_capacity`](Self::statement_cache_capacity)), and
-    /// each call is then one round trip that names no statement.
-    /// [`PgClient::prepare_cached`] fails with
-    /// [`PgError::NamedStatementBehindPooler`], and statements that set
+    /// Under `Transaction`, no statement name reaches the server: each
+    /// connection goes through a statement relay in this process that sends
+    /// every statement as the unnamed one (so `prepare`,
+    /// [`PgClient::prepare_cached`], the driver's own `Client` methods and
+    /// transactions are all safe), and the pooled client runs queries given
+    /// as text (`conn.query(sql, params)`, `query_one`, `query_opt`,
+    /// `execute`) as unnamed statements in one round trip, the parameter
+    /// types learnt once per query text and connection (cached like
+    /// statements, see
+    /// [`statement_cache_capacity`](Self::statement_cache_capacity)). The
+    /// relay reads the plaintext protocol: under `sslmode=prefer` (the
+    /// default) the connection to the pooler is plaintext; with
+    /// `sslmode=require` the manager connects with TLS and without the relay,
+    /// and then only the text queries are unnamed and `prepare_cached` fails
+    /// with [`PgError::NamedStatementBehindPooler`]. Statements that set
     /// session state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE
     /// ... WITH HOLD`, advisory session locks, temporary tables) sent as text
     /// through the pooled client are logged at `WARN`. See the
     /// [module docs](super#behind-a-transaction-mode-pooler).
     ///
-    /// # Errors
+    /// The setter never fails, so it chains. Under `Transaction`,
+    /// [`ResetMode::Clean`] is a [`PgConfigError::SessionResetBehindPooler`]
+    /// and a fleet budget a [`PgConfigError::FleetBudgetBehindPooler`], in
+    /// whichever order they are set: [`validate`](Self::validate) says so,
+    /// `Pool::new` fails with it before opening anything, and so does a lazy
+    /// pool's first connect.
     ///
-    /// [`PgConfigError::SessionResetBehindPooler`] with
-    /// [`ResetMode::Clean`], [`PgConfigError::FleetBudgetBehindPooler`]
-    /// with a fleet budget. A `reset_mode(ResetMode::Clean)` set after this
-    /// call is refused by the first connect.
-    pub fn pooler_mode(mut self, mode: PoolerMode) -> Result<Self, PgConfigError> {
+    /// ```
+    /// use pool_core::managers::tokio_postgres::{PgConfigError, PostgresManager, ResetMode};
+    /// use pool_core::PoolerMode;
+    ///
+    /// let pg: tokio_postgres::Config = "postgres://app@pgbouncer:6432/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .pooler_mode(PoolerMode::Transaction)
+    ///     .statement_cache_capacity(64);
+    /// assert!(manager.validate().is_ok());
+    /// let clashing = manager.reset_mode(ResetMode::Clean);
+    /// assert!(matches!(clashing.validate(), Err(PgConfigError::SessionResetBehindPooler { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
-        self.validate()?;
-        Ok(self)
+        self
     }
 
     /// Makes every connection hold one of `total` tickets of the fleet
@@ -300,19 +440,23 @@ impl<Tls> PostgresManager<Tls> {
     /// use pool_core::managers::tokio_postgres::PostgresManager;
     ///
     /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
-    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls).fleet_budget("shop-api", 80)?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .fleet_budget("shop-api", 80)
+    ///     .statement_cache_capacity(64);
+    /// manager.validate()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
-    /// # Errors
-    ///
-    /// [`PgConfigError::FleetBudget`] for an empty name or a total of 0 or
-    /// above `i32::MAX`; [`PgConfigError::FleetBudgetBehindPooler`] under
-    /// [`PoolerMode::Transaction`].
-    pub fn fleet_budget(mut self, name: &str, total: u32) -> Result<Self, PgConfigError> {
-        self.fleet = Some(FleetBudget::new(name, total).map_err(PgConfigError::FleetBudget)?);
-        self.validate()?;
-        Ok(self)
+    /// The setter never fails, so it chains: an empty name or a total of 0
+    /// or above `i32::MAX` is a [`PgConfigError::FleetBudget`], and a budget
+    /// under [`PoolerMode::Transaction`] a
+    /// [`PgConfigError::FleetBudgetBehindPooler`], from
+    /// [`validate`](Self::validate), which `Pool::new` returns before
+    /// opening anything (and a lazy pool's first connect).
+    #[must_use]
+    pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
+        self.fleet = Some(FleetBudget::new(name, total));
+        self
     }
 
     /// Asks `provider` for the password of every new connection (rotating
@@ -355,13 +499,21 @@ impl<Tls> PostgresManager<Tls> {
         self
     }
 
-    /// Checks that the settings work together; the first connect runs it
-    /// too.
+    /// Checks that the settings work together. The pool runs it when it is
+    /// built (`Pool::new` fails with it before opening anything), and every
+    /// connect runs it first (so a lazy pool's first connect reports it).
     ///
     /// # Errors
     ///
-    /// As for [`pooler_mode`](Self::pooler_mode).
+    /// [`PgConfigError::FleetBudget`] for an invalid budget;
+    /// [`PgConfigError::SessionResetBehindPooler`] for [`ResetMode::Clean`]
+    /// and [`PgConfigError::FleetBudgetBehindPooler`] for a fleet budget,
+    /// each under [`PoolerMode::Transaction`]. Each error's text names both
+    /// settings.
     pub fn validate(&self) -> Result<(), PgConfigError> {
+        if let Some(Err(e)) = &self.fleet {
+            return Err(PgConfigError::FleetBudget(e.clone()));
+        }
         if self.pooler_mode == PoolerMode::Transaction {
             if self.reset_mode == ResetMode::Clean {
                 return Err(PgConfigError::SessionResetBehindPooler {
@@ -375,14 +527,23 @@ impl<Tls> PostgresManager<Tls> {
         Ok(())
     }
 
+    /// Whether connections go through the statement relay: in
+    /// [`PoolerMode::Transaction`], on a Unix platform, unless the config
+    /// requires TLS.
+    fn relays(&self) -> bool {
+        cfg!(unix)
+            && self.pooler_mode == PoolerMode::Transaction
+            && self.config.get_ssl_mode() != SslMode::Require
+    }
+
     /// The pooler mode in force.
     pub fn current_pooler_mode(&self) -> PoolerMode {
         self.pooler_mode
     }
 
-    /// The fleet budget, if one is set.
+    /// The fleet budget, if one is set and valid.
     pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
-        self.fleet.as_ref()
+        self.fleet.as_ref().and_then(|budget| budget.as_ref().ok())
     }
 
     /// The connection settings.
@@ -458,22 +619,44 @@ where
         }
     }
 
+    /// [`validate`](PostgresManager::validate): settings that cannot work
+    /// together fail `Pool::new` before anything is opened.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::Config`] with what `validate` says.
+    fn check(&self) -> Result<(), PgError> {
+        Ok(self.validate()?)
+    }
+
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
-        let (client, connection) = match &self.password {
-            None => self.config.connect(self.tls.clone()).await?,
+        let config = match &self.password {
+            None => Cow::Borrowed(&self.config),
             Some(provider) => {
                 let password = provider().await.map_err(PgError::Password)?;
                 let mut config = self.config.clone();
                 config.password(password);
-                config.connect(self.tls.clone()).await?
+                Cow::Owned(config)
             }
         };
-        let reported = ReportedRole::from_params(
-            connection.parameter("in_hot_standby"),
-            connection.parameter("default_transaction_read_only"),
-        );
-        let driver = tokio::spawn(drive(connection));
+        let (client, driver, canceller, reported, relayed) = match self.relays() {
+            #[cfg(unix)]
+            true => {
+                let (client, driver, canceller, reported) =
+                    relayed_connect(&config, self.statement_cache_capacity).await?;
+                (client, driver, canceller, reported, true)
+            }
+            _ => {
+                let (client, connection) = config.connect(self.tls.clone()).await?;
+                let reported = ReportedRole::from_params(
+                    connection.parameter("in_hot_standby"),
+                    connection.parameter("default_transaction_read_only"),
+                );
+                let driver = tokio::spawn(drive(connection));
+                (client, driver, Arc::clone(&self.canceller), reported, false)
+            }
+        };
         // With one host every connection reaches the same server; with
         // several, ask which one this is (one round trip per connect).
         let key = if self.config.get_hosts().len() > 1 {
@@ -488,7 +671,7 @@ where
             String::new()
         };
         let host = self.hosts.mark(key);
-        let ticket = match &self.fleet {
+        let ticket = match self.current_fleet_budget() {
             None => None,
             Some(budget) => {
                 // One round trip, an unnamed statement. On any failure the
@@ -509,17 +692,18 @@ where
                 }
             }
         };
-        Ok(PgClient::new(
+        let client = PgClient::new(
             client,
             self.statement_cache_capacity,
-            Arc::clone(&self.canceller),
+            canceller,
             self.cancel_timeout,
             self.pooler_mode,
             ticket,
             host,
         )
         .with_driver(driver)
-        .with_reported_role(reported))
+        .with_reported_role(reported);
+        Ok(if relayed { client.relayed() } else { client })
     }
 
     async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {

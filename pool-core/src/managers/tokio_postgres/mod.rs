@@ -65,27 +65,46 @@
 //! [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`](crate::PoolerMode::Transaction)`)` makes
 //! the pooled client safe there:
 //!
+//! - **Every statement reaches the server unnamed.** Each connection is
+//!   opened (with the driver's `connect_raw`) over a socket pair to a relay
+//!   task in this process, which connects to the config's first host that
+//!   answers (with the config's TCP keepalive and `connect_timeout`) and
+//!   sends every statement of `Parse`, `Bind`, `Describe` and `Close` as
+//!   the unnamed statement, parsing it again, in the same round trip,
+//!   before a `Bind` that may reach another server connection. So
+//!   `prepare`, [`PgClient::prepare_cached`], the driver's own `Client`
+//!   methods through `Deref`, its lookups of custom types (enums,
+//!   composites) and the statements of a [`PgTransaction`] are all safe,
+//!   and the relay ends when the connection closes. A
+//!   [`PgClient::with_timeout`] cancel request goes straight to that host.
+//!   The relay reads the plaintext protocol: the driver talks to it
+//!   without TLS, and under `sslmode=prefer` the connection to the pooler
+//!   is plaintext too (the manager's TLS connector is not used). Keep the
+//!   pooler on loopback or a private network. `target_session_attrs` is
+//!   not checked. Unix platforms only ([`PgClient::is_relayed`] says).
 //! - `query`, `query_one`, `query_opt` and `execute` on the [`PgClient`],
 //!   given the query as text, run it as an unnamed statement with typed
 //!   parameters (one round trip, nothing left on the server). The
 //!   parameter types come from a describe the first time a connection sees
-//!   a query text: a named statement prepared and closed inside a
+//!   a query text: a statement prepared and closed inside a
 //!   `BEGIN`/`COMMIT` of its own (the pooler keeps one server connection
 //!   for a transaction), cached per connection like statements (LRU,
 //!   [`PostgresManager::statement_cache_capacity`]). A query without
 //!   parameters needs no describe.
-//!   Other `Client` methods reached through `Deref` (`query_raw`,
-//!   `prepare`, `copy_in`, ...) are the driver's, unchanged: `query_raw`
-//!   given text prepares a named statement; use `query_typed_raw` there.
-//! - Inside a [`PgTransaction`], `tokio_postgres`'s own statements are used:
-//!   prepared, run and closed within the transaction, so they never outlive
-//!   it.
-//! - [`PgClient::prepare_cached`] fails with
-//!   [`PgError::NamedStatementBehindPooler`]. A statement you `prepare`
-//!   yourself is valid only until the end of its transaction.
+//! - With `sslmode=require` the manager connects as usual, with TLS and
+//!   without the relay. Then only the text queries above are unnamed;
+//!   other `Client` methods reached through `Deref` (`query_raw`,
+//!   `prepare`, `copy_in`, ...) are the driver's, unchanged, so a statement
+//!   you `prepare` yourself is valid only until the end of its transaction
+//!   (inside a [`PgTransaction`] the driver's statements are prepared, run
+//!   and closed within it), and [`PgClient::prepare_cached`] fails with
+//!   [`PgError::NamedStatementBehindPooler`]. Custom types (enums,
+//!   composites) are looked up by the driver with its own named statements
+//!   and are not safe there.
 //! - [`ResetMode::Clean`] (`RESET ALL`, `UNLISTEN`, `DISCARD ...`) and a
-//!   [fleet budget](PostgresManager::fleet_budget) need a session and are
-//!   refused ([`PgConfigError`]).
+//!   [fleet budget](PostgresManager::fleet_budget) need a session:
+//!   [`PostgresManager::validate`] and `Pool::new` refuse them
+//!   ([`PgConfigError`]).
 //! - Statements sent as text through the pooled client that set session
 //!   state are logged at `WARN` (target `pool_core::managers::tokio_postgres::client`):
 //!   `SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE ... WITH HOLD`,
@@ -98,10 +117,10 @@
 //!   (`conn.client()`) are not seen.
 //!
 //! The cost: a describe (two round trips and a short transaction) once per
-//! query text and connection, then one round trip per query, against
-//! `tokio_postgres`'s two per uncached query. Custom types (enums,
-//! composites) are looked up by the driver with its own named statements
-//! and are not safe behind a transaction pooler.
+//! query text and connection, then one round trip per text query, against
+//! `tokio_postgres`'s two per uncached query; through the relay, one more
+//! local hop per message, and a statement parsed again by the server each
+//! time it runs outside the transaction that parsed it.
 //!
 //! # Abandoned queries
 //!
@@ -161,6 +180,7 @@
 //! notifications are not delivered to pooled clients (they are dropped and
 //! logged at `trace`).
 
+mod ambient;
 mod cache;
 mod client;
 mod driver;

@@ -24,7 +24,10 @@ pub enum QueryError {
     CancelFailed {
         /// The limit that passed.
         limit: Duration,
-        /// Why the cancel request failed, if it failed rather than hung.
+        /// Why the cancel request failed, if the driver said: `None` when
+        /// it timed out, or when the relay of
+        /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) could
+        /// not reach the pooler to send it (the I/O error is logged).
         error: Option<tokio_postgres::Error>,
     },
 }
@@ -48,7 +51,8 @@ impl fmt::Display for QueryError {
             }
             QueryError::CancelFailed { limit, error: None } => write!(
                 f,
-                "query did not finish within {limit:?}; the cancel request timed out"
+                "query did not finish within {limit:?}; the cancel request timed out or could not \
+                 reach the server"
             ),
             QueryError::CancelFailed { limit, .. } => write!(
                 f,

@@ -1,0 +1,60 @@
+//! What a manager provides for ambient transactions: a sealed trait the
+//! built-in managers implement (`managers/sqlx/ambient.rs`,
+//! `managers/tokio_postgres/ambient.rs`).
+
+pub(crate) mod sealed {
+    use std::future::Future;
+    use std::pin::Pin;
+
+    use pool_api::ManageConnection;
+
+    use crate::ambient::{TxError, TxOptions};
+
+    /// A boxed, sendable future.
+    pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+    /// One statement that moves a transaction along.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Step {
+        Commit,
+        Rollback,
+        /// Opens the savepoint of this depth (1 for the first).
+        Savepoint(u32),
+        Release(u32),
+        /// Rolls back to the savepoint of this depth and drops it.
+        RollbackTo(u32),
+    }
+
+    /// What a manager does for ambient transactions; implemented by the
+    /// built-in managers only.
+    pub trait Backend: ManageConnection<Connection: Sync> {
+        /// Whether queries from several tasks may use the connection at
+        /// once (pipelined by the driver), so [`Pool::current`] hands out a
+        /// shared guard.
+        ///
+        /// [`Pool::current`]: crate::Pool::current
+        const SHARED_QUERIES: bool;
+
+        /// Begins a transaction with `options`.
+        fn begin(
+            conn: &mut Self::Connection,
+            options: TxOptions,
+        ) -> BoxFuture<'_, Result<(), TxError<Self::Error>>>;
+
+        /// Runs `step`.
+        fn step(conn: &mut Self::Connection, step: Step) -> BoxFuture<'_, Result<(), Self::Error>>;
+
+        /// Whether a connection whose transaction was abandoned (its scope
+        /// dropped) must be closed rather than returned: `beginning`, its
+        /// `BEGIN` was in flight; else the transaction was open.
+        fn discard_abandoned(&self, beginning: bool) -> bool;
+    }
+}
+
+use sealed::Backend;
+
+/// A manager whose pools carry ambient transactions: the sqlx 0.9 managers
+/// and the tokio-postgres one. Sealed.
+pub trait TransactionalManager: Backend {}
+
+impl<M: Backend> TransactionalManager for M {}

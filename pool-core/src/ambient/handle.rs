@@ -1,0 +1,130 @@
+//! The pool's methods for ambient transactions: opening a scope, finding
+//! the current transaction, registering after-commit callbacks.
+
+use std::future::Future;
+use std::panic::Location;
+
+use super::backend::TransactionalManager;
+use super::cell::{cell_of, lock, Held, TxConn};
+use super::error::TxError;
+use super::frame;
+use super::options::{Propagation, TxOptions};
+use super::scope::{key, Scope};
+use crate::Pool;
+
+impl<M: TransactionalManager> Pool<M> {
+    /// A transaction scope on this pool: set its [`Propagation`],
+    /// isolation level and read-only flag, then [`run`](Scope::run) a
+    /// future in it. Inside, and in every future it polls (`join!`,
+    /// `FuturesUnordered`) and every task it hands the transaction to with
+    /// [`ambient::spawn`](crate::ambient::spawn), [`current`](Self::current)
+    /// returns the transaction's connection. A task started with plain
+    /// `tokio::spawn` does not see it.
+    ///
+    /// `#[track_caller]`: the connection the scope checks out is recorded
+    /// at the caller's line ([`holders`](Self::holders), leak reports,
+    /// timeouts).
+    #[track_caller]
+    pub fn transaction(&self) -> Scope<'_, M> {
+        Scope {
+            pool: self,
+            propagation: Propagation::default(),
+            options: TxOptions::default(),
+            site: Location::caller(),
+        }
+    }
+
+    /// Whether a transaction of this pool is current in this task.
+    pub fn in_transaction(&self) -> bool {
+        frame::find(&frame::current(), key(self)).is_some()
+    }
+
+    /// The connection of this pool's current transaction in this task, for
+    /// as long as the returned guard lives.
+    ///
+    /// Hold the guard for your queries only: while it is alive, other code
+    /// of this task that uses the transaction (a nested scope, a joined
+    /// future, a call that asks for `current()` again) waits for it. On
+    /// sqlx the guard is exclusive (queries from joined futures and spawned
+    /// tasks take turns); on tokio-postgres it is shared (their queries are
+    /// pipelined on the one connection).
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::NoTransaction`] outside any scope of this pool.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future gives up the wait for the lock.
+    pub async fn current(&self) -> Result<TxConn<M>, TxError<M::Error>> {
+        let cell = {
+            let chain = frame::current();
+            match frame::find(&chain, key(self)) {
+                Some(frame) => cell_of::<M>(frame),
+                None => return Err(TxError::NoTransaction),
+            }
+        };
+        Ok(lock(cell).await)
+    }
+
+    /// [`current`](Self::current), or outside any scope of this pool a
+    /// plain checkout (autocommit), recorded at the caller's line: for code
+    /// that works in a transaction when there is one.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::Checkout`] when the checkout fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`get`](Self::get) and [`current`](Self::current).
+    #[track_caller]
+    pub fn current_or_checkout(
+        &self,
+    ) -> impl Future<Output = Result<TxConn<M>, TxError<M::Error>>> + Send + '_ {
+        let site = Location::caller();
+        async move {
+            let cell = {
+                let chain = frame::current();
+                frame::find(&chain, key(self)).map(|frame| cell_of::<M>(frame))
+            };
+            match cell {
+                Some(cell) => Ok(lock(cell).await),
+                None => {
+                    let timeout = self.config().acquire_timeout();
+                    let conn = self
+                        .shared
+                        .acquire(timeout, site)
+                        .await
+                        .map_err(TxError::Checkout)?;
+                    Ok(TxConn {
+                        inner: Held::Plain(conn),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Registers `callback` to run once this pool's current transaction
+    /// has committed, in the task of the scope that commits it, after the
+    /// `COMMIT` (callbacks run in the order registered). Registered inside
+    /// a savepoint scope that rolls back, or in a transaction that rolls
+    /// back, it never runs; registered in a requires-new scope, it runs
+    /// after that scope's own commit, not the outer one's.
+    ///
+    /// A callback that panics does so in the committing scope's caller,
+    /// after the commit; the callbacks after it are dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::NoTransaction`] outside any scope of this pool.
+    pub fn after_commit(
+        &self,
+        callback: impl FnOnce() + Send + 'static,
+    ) -> Result<(), TxError<M::Error>> {
+        let chain = frame::current();
+        let frame = frame::find(&chain, key(self)).ok_or(TxError::NoTransaction)?;
+        frame.tx.callbacks().push((frame.depth, Box::new(callback)));
+        Ok(())
+    }
+}

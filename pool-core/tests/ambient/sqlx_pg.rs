@@ -1,0 +1,296 @@
+//! The sqlx suite on PostgreSQL (`DATABASE_URL`), and what only
+//! PostgreSQL shows: isolation and read-only on the server, a `COMMIT`, a
+//! `BEGIN`, a `SAVEPOINT` and a `RELEASE` that fail, and the scope's call
+//! site in `holders()`.
+
+use std::time::Duration;
+
+use pool_core::managers::sqlx::SqlxManager;
+use pool_core::{Pool, PoolConfig, ValidationMode};
+
+type Conn = sqlx::PgConnection;
+
+const SLOW: &str = "SELECT pg_sleep(2)";
+
+fn config(max_size: u32) -> PoolConfig {
+    PoolConfig::builder()
+        .name("ambient-sqlx-pg")
+        .max_size(max_size)
+        .acquire_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn pool(max_size: u32) -> P {
+    let url = crate::support::url("DATABASE_URL");
+    let manager = SqlxManager::<Conn>::from_url(&url).unwrap();
+    Pool::new(manager, config(max_size)).await.unwrap()
+}
+
+/// A pool of one on the same server.
+async fn monitor() -> P {
+    pool(1).await
+}
+
+async fn session_id(conn: &mut Conn) -> i64 {
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .unwrap();
+    pid.into()
+}
+
+/// Whether backend `id` is in a transaction, or still busy, by
+/// `pg_stat_activity` (a closed backend has no row: not open).
+async fn open_on_server(monitor: &P, id: i64) -> bool {
+    let sql = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity \
+         WHERE pid = {id} AND (xact_start IS NOT NULL OR state <> 'idle')"
+    );
+    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(monitor)
+        .await
+        .unwrap();
+    n > 0
+}
+
+sqlx_suite!(#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]);
+
+async fn show(pool: &P, setting: &'static str) -> String {
+    let mut conn = pool.current().await.unwrap();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SHOW {setting}")))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn isolation_and_read_only_reach_the_server() {
+    bounded(async {
+        let pool = pool(2).await;
+        let done: Result<(), F> = pool
+            .transaction()
+            .isolation(ambient::Isolation::Serializable)
+            .read_only(true)
+            .run(async {
+                assert_eq!(show(&pool, "transaction_isolation").await, "serializable");
+                assert_eq!(show(&pool, "transaction_read_only").await, "on");
+                // Joining keeps the outer settings; requires-new has its own.
+                pool.transaction()
+                    .isolation(ambient::Isolation::ReadCommitted)
+                    .run(async {
+                        assert_eq!(show(&pool, "transaction_isolation").await, "serializable");
+                        Ok::<(), F>(())
+                    })
+                    .await?;
+                pool.transaction()
+                    .propagation(Propagation::RequiresNew)
+                    .isolation(ambient::Isolation::RepeatableRead)
+                    .run(async {
+                        assert_eq!(
+                            show(&pool, "transaction_isolation").await,
+                            "repeatable read"
+                        );
+                        assert_eq!(show(&pool, "transaction_read_only").await, "off");
+                        Ok::<(), F>(())
+                    })
+                    .await?;
+                let mut conn = pool.current().await?;
+                let write = sqlx::query("CREATE TEMP TABLE ambient_refused (v INT)")
+                    .execute(&mut *conn)
+                    .await;
+                assert!(write.is_err(), "a read-only transaction refuses writes");
+                Err(Fail::App("aborted by the refused write"))
+            })
+            .await;
+        assert!(matches!(done, Err(Fail::App(_))));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_failed_commit_is_the_callers_error() {
+    bounded(async {
+        let pool = pool(1).await;
+        let monitor = monitor().await;
+        let parent = table("parent");
+        let child = table("child");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {parent} (v BIGINT PRIMARY KEY)"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {child} (v BIGINT REFERENCES {parent} (v) DEFERRABLE INITIALLY DEFERRED)"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        let id = Arc::new(Mutex::new(0));
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                // Checked only at COMMIT: no parent row 7.
+                insert(&pool, &child, 7).await?;
+                let session = session_id(&mut *pool.current().await?).await;
+                *id.lock().unwrap() = session;
+                Ok(())
+            })
+            .await;
+        match done {
+            Err(Fail::Tx(TxError::Commit(sqlx::Error::Database(e)))) => {
+                assert_eq!(e.code().as_deref(), Some("23503"), "{e}");
+            }
+            other => panic!("expected a failed commit, got {other:?}"),
+        }
+        let session = *id.lock().unwrap();
+        assert!(eventually(|| async { !open_on_server(&monitor, session).await }).await);
+        assert_eq!(values(&pool, &child).await, Vec::<i64>::new());
+        drop_table(&pool, &child).await;
+        drop_table(&pool, &parent).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn savepoint_and_release_errors_roll_the_transaction_back() {
+    bounded(async {
+        let pool = pool(1).await;
+        let t = table("aborted");
+        create(&pool, &t).await;
+        // A statement fails and the body carries on: the transaction is
+        // aborted, so the next SAVEPOINT fails.
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 1).await?;
+                let mut conn = pool.current().await?;
+                assert!(sqlx::query("SELECT 1 / 0")
+                    .execute(&mut *conn)
+                    .await
+                    .is_err());
+                drop(conn);
+                let nested: Result<(), F> = pool
+                    .transaction()
+                    .propagation(Propagation::Nested)
+                    .run(async { Ok(()) })
+                    .await;
+                assert!(
+                    matches!(nested, Err(Fail::Tx(TxError::Savepoint(_)))),
+                    "{nested:?}"
+                );
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+            "{done:?}"
+        );
+
+        // The same inside a savepoint whose body returns `Ok`: RELEASE fails.
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 2).await?;
+                let nested: Result<(), F> = pool
+                    .transaction()
+                    .propagation(Propagation::Nested)
+                    .run(async {
+                        let mut conn = pool.current().await?;
+                        assert!(sqlx::query("SELECT 1 / 0")
+                            .execute(&mut *conn)
+                            .await
+                            .is_err());
+                        Ok(())
+                    })
+                    .await;
+                assert!(
+                    matches!(nested, Err(Fail::Tx(TxError::Release(_)))),
+                    "{nested:?}"
+                );
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+            "{done:?}"
+        );
+        assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
+        drop_table(&pool, &t).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_failed_begin_is_the_callers_error() {
+    bounded(async {
+        let url = crate::support::url("DATABASE_URL");
+        let config = PoolConfig::builder()
+            .max_size(1)
+            .validation_mode(ValidationMode::None)
+            .build()
+            .unwrap();
+        let pool = Pool::new(SqlxManager::<Conn>::from_url(&url).unwrap(), config)
+            .await
+            .unwrap();
+        let monitor = monitor().await;
+        let session = session_id(&mut pool.get().await.unwrap()).await;
+        let killed: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend({session})"
+        )))
+        .fetch_one(&monitor)
+        .await
+        .unwrap();
+        assert!(killed);
+        let gone = || async {
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {session}"
+            )))
+            .fetch_one(&monitor)
+            .await
+            .unwrap();
+            n == 0
+        };
+        assert!(eventually(gone).await);
+        // Not validated at checkout: the scope's BEGIN meets the dead socket.
+        let done: Result<(), F> = pool.transaction().run(async { Ok(()) }).await;
+        assert!(matches!(done, Err(Fail::Tx(TxError::Begin(_)))), "{done:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn holders_name_the_scope_site() {
+    bounded(async {
+        let pool = pool(2).await;
+        let line = line!() + 2;
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                let holders = pool.holders();
+                assert_eq!(holders.len(), 1);
+                assert_eq!(holders[0].location.file(), file!());
+                assert_eq!(holders[0].location.line(), line);
+                let inner_line = line!() + 1;
+                pool.transaction()
+                    .propagation(Propagation::RequiresNew)
+                    .run(async {
+                        let mut lines: Vec<u32> =
+                            pool.holders().iter().map(|h| h.location.line()).collect();
+                        lines.sort_unstable();
+                        assert_eq!(lines, vec![line, inner_line]);
+                        Ok::<(), F>(())
+                    })
+                    .await
+            })
+            .await;
+        done.unwrap();
+    })
+    .await;
+}

@@ -1,0 +1,124 @@
+//! Checkout validation: skipped inside the bypass window; a connection that
+//! fails is closed and the caller gets another one within its timeout.
+
+use crate::support;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::support::{config, Mock};
+use pool_core::{Pool, PoolError, TimeoutPhase, ValidationMode};
+
+fn validating(max: u32, bypass: Duration) -> pool_core::PoolConfigBuilder {
+    config(max)
+        .validation_mode(ValidationMode::IsValid)
+        .validation_bypass(bypass)
+}
+
+#[tokio::test(start_paused = true)]
+async fn recently_used_connections_skip_validation() {
+    let mock = Mock::default();
+    let pool = Pool::new(
+        mock.clone(),
+        validating(1, Duration::from_millis(500)).build().unwrap(),
+    )
+    .await
+    .unwrap();
+    for _ in 0..10 {
+        drop(pool.get().await.unwrap());
+    }
+    assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 0);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    drop(pool.get().await.unwrap());
+    assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn zero_bypass_validates_every_checkout() {
+    let mock = Mock::default();
+    let pool = Pool::new(mock.clone(), validating(1, Duration::ZERO).build().unwrap())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        drop(pool.get().await.unwrap());
+    }
+    // All but the first: a fresh connection skips it.
+    assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_connection_is_replaced_within_the_same_get() {
+    let mock = Mock::default();
+    let pool = Pool::new(
+        mock.clone(),
+        validating(2, Duration::ZERO).min_size(2).build().unwrap(),
+    )
+    .await
+    .unwrap();
+    support::use_each(&pool, 2).await;
+    mock.script.set(&mock.script.fail_valid, true);
+    let handle = {
+        let mock = mock.clone();
+        tokio::spawn(async move {
+            // Heal once both stale connections were rejected.
+            for _ in 0..10_000 {
+                if mock.script.valid_calls.load(Ordering::SeqCst) >= 2 {
+                    mock.script.set(&mock.script.fail_valid, false);
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let conn = pool.get().await.unwrap();
+    handle.await.unwrap();
+    assert!(conn.id >= 2, "a fresh connection, got #{}", conn.id);
+    let m = pool.metrics();
+    assert_eq!(m.evictions.validation, 2, "{m:?}");
+}
+
+/// A server that accepts connections and then fails every ping: the stale
+/// connection is closed and the one opened in its place is handed over
+/// unchecked (fresh): one connect per stale connection, no churn.
+#[tokio::test(start_paused = true)]
+async fn failing_every_ping_costs_one_connect_per_stale_connection() {
+    let mock = Mock::default();
+    let pool = Pool::new(
+        mock.clone(),
+        validating(1, Duration::ZERO)
+            .acquire_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    support::use_each(&pool, 1).await;
+    mock.script.set(&mock.script.fail_valid, true);
+    let conn = pool.get().await.unwrap();
+    assert_eq!(conn.id, 1, "the replacement");
+    assert_eq!(mock.script.connects(), 2);
+    assert_eq!(pool.metrics().evictions.validation, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hanging_validation_times_out_in_the_validation_phase() {
+    let mock = Mock::default();
+    let pool = Pool::new(mock.clone(), validating(1, Duration::ZERO).build().unwrap())
+        .await
+        .unwrap();
+    support::use_each(&pool, 1).await;
+    mock.script.valid_delay_ms.store(60_000, Ordering::SeqCst);
+    let err = pool
+        .get_timeout(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    match &err {
+        PoolError::Timeout {
+            phase, last_error, ..
+        } => {
+            assert_eq!(*phase, TimeoutPhase::Validation);
+            assert!(last_error.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("validating a connection"), "{err}");
+}

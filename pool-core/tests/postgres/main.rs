@@ -1,0 +1,20 @@
+//! `PostgresManager` (tokio-postgres) against real PostgreSQL: the shared
+//! server of `DATABASE_URL`, and clusters, PgBouncers and processes the
+//! tests start themselves. One module per area.
+#![cfg(feature = "tokio-postgres")]
+
+#[path = "../cluster/mod.rs"]
+mod cluster;
+#[path = "../pg_env/mod.rs"]
+mod pg_env;
+
+mod cluster_support;
+mod tokio_postgres_abandoned;
+mod tokio_postgres_credentials;
+mod tokio_postgres_fleet;
+mod tokio_postgres_manager;
+mod tokio_postgres_pgbouncer;
+mod tokio_postgres_pool;
+mod tokio_postgres_reset;
+mod tokio_postgres_statement_cache;
+mod tokio_postgres_terminate;

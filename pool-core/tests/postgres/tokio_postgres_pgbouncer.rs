@@ -1,0 +1,716 @@
+//! `PoolerMode::Transaction` behind a real PgBouncer in transaction mode:
+//! the test starts `pgbouncer` on a free loopback port in front of
+//! `DATABASE_URL`'s server, with 2 server connections shared by a pool of
+//! 8 and 32 tasks. With the pooler mode on, parameterised queries all
+//! succeed through every path (text through the pooled client, statements
+//! from `prepare` and `prepare_cached`, tokio-postgres's own `Client`,
+//! transactions from `transaction()` and `build_transaction()`), and a mixed
+//! load of 1,600 queries, one in five in a transaction, has no error; with
+//! it off, the same load fails on named prepared statements, which is what
+//! the mode prevents.
+//!
+//! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
+#![cfg(feature = "tokio-postgres")]
+
+use crate::cluster;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pool_core::managers::fleet::FleetBudgetConfigError;
+use pool_core::managers::tokio_postgres::{PgConfigError, PgError, PostgresManager, ResetMode};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
+use tokio_postgres::NoTls;
+
+/// The tests that open relayed connections, one at a time: they count the
+/// relays left running.
+static RELAYS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits (bounded) until every relay of this process has ended.
+async fn relays_end() {
+    for _ in 0..500 {
+        if pool_core::managers::open_relays() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{} relays still running after their pool closed",
+        pool_core::managers::open_relays()
+    );
+}
+
+const TASKS: i32 = 32;
+const QUERIES: i32 = 20;
+const POOL: u32 = 8;
+const BOUNCER_POOL: u32 = 2;
+
+/// A PgBouncer process in transaction mode, stopped and cleaned up on drop.
+struct Bouncer {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Bouncer {
+    fn start(upstream: &tokio_postgres::Config) -> Bouncer {
+        let bin = std::env::var_os("PGBOUNCER")
+            .map_or_else(|| PathBuf::from("/usr/sbin/pgbouncer"), PathBuf::from);
+        let bin = cluster::require_binary(&bin, "pgbouncer (apt-get install pgbouncer)");
+        let dir = cluster::temp_dir("pgbouncer");
+        let port = cluster::free_port();
+        let host = match upstream.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => panic!("DATABASE_URL must name a TCP host for the PgBouncer test"),
+        };
+        let upstream_port = upstream.get_ports().first().copied().unwrap_or(5432);
+        let user = upstream.get_user().unwrap_or("postgres");
+        let db = upstream.get_dbname().unwrap_or(user);
+        let ini = format!(
+            "[databases]\n\
+             bounced = host={host} port={upstream_port} dbname={db} user={user}\n\
+             [pgbouncer]\n\
+             listen_addr = 127.0.0.1\n\
+             listen_port = {port}\n\
+             unix_socket_dir =\n\
+             auth_type = any\n\
+             pool_mode = transaction\n\
+             default_pool_size = {BOUNCER_POOL}\n\
+             min_pool_size = 0\n\
+             reserve_pool_size = 0\n\
+             max_client_conn = 200\n\
+             server_reset_query =\n\
+             ignore_startup_parameters = extra_float_digits,options\n\
+             logfile = {log}\n\
+             pidfile = {pid}\n",
+            log = dir.join("pgbouncer.log").display(),
+            pid = dir.join("pgbouncer.pid").display(),
+        );
+        let ini_path = dir.join("pgbouncer.ini");
+        std::fs::File::create(&ini_path)
+            .and_then(|mut f| f.write_all(ini.as_bytes()))
+            .expect("write pgbouncer.ini");
+        let mut command = Command::new(&bin);
+        if cluster::is_root() {
+            // PgBouncer refuses to run as root.
+            let ok = Command::new("chown")
+                .args(["-R", "postgres:"])
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown the PgBouncer directory to postgres");
+            command.args(["-u", "postgres"]);
+        }
+        let child = command
+            .arg(&ini_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        let bouncer = Bouncer { child, dir, port };
+        bouncer.wait_listening();
+        bouncer
+    }
+
+    fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "PgBouncer did not listen on {} within 10 s: {}",
+                self.port,
+                std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn config(&self, tag: &str) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname("bounced")
+            .application_name(tag);
+        c
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pool_config() -> PoolConfig {
+    PoolConfig::builder()
+        .max_size(POOL)
+        .acquire_timeout(Duration::from_secs(20))
+        .build()
+        .expect("valid config")
+}
+
+/// The server's message for a database error, else the driver's text.
+fn text(e: tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map_or_else(|| e.to_string(), |db| db.message().to_owned())
+}
+
+/// 32 tasks, each running 20 parameterised queries of four kinds; returns
+/// the errors' texts.
+async fn load(pool: &Pool<PostgresManager<NoTls>>) -> Vec<String> {
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let pool = pool.clone();
+        let errors = errors.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..QUERIES {
+                let result: Result<(), String> = async {
+                    let mut conn = pool.get().await.map_err(|e| e.to_string())?;
+                    match i % 4 {
+                        0 => {
+                            let v: i32 = conn
+                                .query_one("SELECT $1::int4 + $2::int4", &[&t, &i])
+                                .await
+                                .map_err(text)?
+                                .get(0);
+                            assert_eq!(v, t + i);
+                        }
+                        1 => {
+                            let s = format!("task {t}");
+                            let rows = conn
+                                .query(
+                                    "SELECT $1::text || '!', generate_series(1, $2::int4)",
+                                    &[&s, &3_i32],
+                                )
+                                .await
+                                .map_err(text)?;
+                            assert_eq!(rows.len(), 3);
+                            assert_eq!(rows[0].get::<_, String>(0), format!("task {t}!"));
+                        }
+                        2 => {
+                            let n = conn
+                                .execute("SELECT generate_series(1, $1::int4)", &[&(i + 1)])
+                                .await
+                                .map_err(text)?;
+                            assert_eq!(n, u64::try_from(i + 1).expect("positive"));
+                        }
+                        _ => {
+                            // A transaction: its statements stay on one
+                            // server connection until COMMIT.
+                            let tx = conn.transaction().await.map_err(text)?;
+                            let v: i64 = tx
+                                .query_one("SELECT $1::int8 * 2", &[&i64::from(t)])
+                                .await
+                                .map_err(text)?
+                                .get(0);
+                            assert_eq!(v, i64::from(t) * 2);
+                            tx.commit().await.map_err(text)?;
+                        }
+                    }
+                    Ok(())
+                }
+                .await;
+                if let Err(e) = result {
+                    errors.lock().expect("errors").push(e);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task panicked");
+    }
+    let errors = errors.lock().expect("errors").clone();
+    errors
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn transaction_pooler_mode_works_behind_pgbouncer() {
+    let _one = RELAYS.lock().await;
+    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let bouncer = Bouncer::start(&upstream);
+    let manager = PostgresManager::new(bouncer.config("pc_bouncer_on"), NoTls)
+        .pooler_mode(PoolerMode::Transaction);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+
+    let errors = load(&pool).await;
+    assert!(
+        errors.is_empty(),
+        "{} errors, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+
+    // Each connection described each of the three text queries once.
+    let conn = pool.get().await.expect("get");
+    let stats = conn.statement_cache_stats();
+    assert!(stats.len <= 3 && stats.hits > 0, "{stats:?}");
+    // Relayed, a cached statement is safe: the server only ever sees it
+    // unnamed.
+    assert!(conn.is_relayed());
+    let before = conn.statement_cache_len();
+    let first = conn
+        .prepare_cached("SELECT 1")
+        .await
+        .expect("prepare_cached");
+    let again = conn
+        .prepare_cached("SELECT 1")
+        .await
+        .expect("prepare_cached");
+    assert_eq!(conn.statement_cache_len(), before + 1, "cached once");
+    drop((first, again));
+    drop(conn);
+    pool.close().await;
+    relays_end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn session_mode_behind_pgbouncer_breaks_on_named_statements() {
+    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let bouncer = Bouncer::start(&upstream);
+    let manager = PostgresManager::new(bouncer.config("pc_bouncer_off"), NoTls);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+
+    let errors = load(&pool).await;
+    let named = errors
+        .iter()
+        .filter(|e| e.contains("prepared statement"))
+        .count();
+    assert!(
+        named > 0,
+        "expected \"prepared statement ... does not exist\" errors without the pooler mode; \
+         got {} errors: {:?}",
+        errors.len(),
+        errors.iter().take(3).collect::<Vec<_>>()
+    );
+    pool.close().await;
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn session_state_through_the_pooled_client_is_warned_about() {
+    let _one = RELAYS.lock().await;
+    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let bouncer = Bouncer::start(&upstream);
+    let manager = PostgresManager::new(bouncer.config("pc_bouncer_warn"), NoTls)
+        .pooler_mode(PoolerMode::Transaction);
+    let conn = manager.connect().await.expect("connect through PgBouncer");
+
+    let log = Captured::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    conn.batch_execute("SET LOCAL statement_timeout = 1000")
+        .await
+        .expect("SET LOCAL");
+    conn.query("SELECT $1::int", &[&1_i32])
+        .await
+        .expect("query");
+    let quiet = String::from_utf8(log.0.lock().expect("log").clone()).expect("utf8");
+    assert!(
+        !quiet.contains("WARN"),
+        "no warning for transaction-scoped statements: {quiet}"
+    );
+
+    conn.batch_execute("SET search_path TO public")
+        .await
+        .expect("SET");
+    conn.batch_execute("LISTEN pool_core_test")
+        .await
+        .expect("LISTEN");
+    let text = String::from_utf8(log.0.lock().expect("log").clone()).expect("utf8");
+    assert_eq!(text.matches("WARN").count(), 2, "{text}");
+    assert!(
+        text.contains("statement=\"SET\"") && text.contains("statement=\"LISTEN\""),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
+    let pg = tokio_postgres::Config::new();
+    // Every setter chains; the clash is reported by `validate`, in
+    // whichever order the settings were given.
+    for clean in [
+        PostgresManager::new(pg.clone(), NoTls)
+            .reset_mode(ResetMode::Clean)
+            .pooler_mode(PoolerMode::Transaction),
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_mode(PoolerMode::Transaction)
+            .reset_mode(ResetMode::Clean),
+    ] {
+        assert_eq!(
+            clean.validate(),
+            Err(PgConfigError::SessionResetBehindPooler {
+                reset_mode: ResetMode::Clean
+            })
+        );
+    }
+    for budget in [
+        PostgresManager::new(pg.clone(), NoTls)
+            .fleet_budget("api", 10)
+            .pooler_mode(PoolerMode::Transaction),
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_mode(PoolerMode::Transaction)
+            .fleet_budget("api", 10),
+    ] {
+        assert_eq!(
+            budget.validate(),
+            Err(PgConfigError::FleetBudgetBehindPooler)
+        );
+        let text = budget.validate().expect_err("refused").to_string();
+        assert!(
+            text.contains("fleet_budget") && text.contains("pooler_mode(PoolerMode::Transaction)"),
+            "{text}"
+        );
+    }
+    let bad = PostgresManager::new(pg.clone(), NoTls).fleet_budget("", 10);
+    assert_eq!(
+        bad.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::EmptyName
+        ))
+    );
+    assert!(bad.current_fleet_budget().is_none());
+    assert_eq!(
+        PostgresManager::new(pg.clone(), NoTls)
+            .fleet_budget("api", 0)
+            .validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ZeroTotal
+        ))
+    );
+
+    // `Pool::new` refuses it before any network traffic (the config points
+    // nowhere), and so does a lazy pool's first checkout.
+    let late = PostgresManager::new(pg.clone(), NoTls)
+        .pooler_mode(PoolerMode::Transaction)
+        .reset_mode(ResetMode::Clean);
+    let err = Pool::new(late, pool_config()).await.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            PoolError::Backend(PgError::Config(
+                PgConfigError::SessionResetBehindPooler { .. }
+            ))
+        ),
+        "{err:?}"
+    );
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("reset_mode(ResetMode::Clean)")
+                && c.contains("pooler_mode(PoolerMode::Transaction)")),
+        "{cause:?}"
+    );
+    let lazy = Pool::new_lazy(
+        PostgresManager::new(pg, NoTls)
+            .fleet_budget("api", 1)
+            .pooler_mode(PoolerMode::Transaction),
+        PoolConfig::builder()
+            .max_size(1)
+            .acquire_timeout(Duration::from_secs(5))
+            .build()
+            .expect("valid config"),
+    );
+    let err = lazy.get().await.expect_err("refused");
+    let text = format!("{err}");
+    assert!(text.contains("fleet_budget"), "{text}");
+}
+
+#[tokio::test]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
+    let _one = RELAYS.lock().await;
+    // Directly on the server, so pg_prepared_statements shows this session.
+    let pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let manager = PostgresManager::new(pg, NoTls).pooler_mode(PoolerMode::Transaction);
+    let mut conn = manager.connect().await.expect("connect");
+    let prepared = |rows: Vec<tokio_postgres::Row>| rows[0].get::<_, i64>(0);
+    const COUNT: &str = "SELECT count(*) FROM pg_prepared_statements";
+
+    for i in 0..3_i32 {
+        let v: i32 = conn
+            .query_one("SELECT $1::int4 * 3", &[&i])
+            .await
+            .expect("query")
+            .get(0);
+        assert_eq!(v, i * 3);
+        conn.execute("SELECT $1::text", &[&"x"])
+            .await
+            .expect("execute");
+    }
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A transaction begun as text: the describe runs inside it.
+    conn.batch_execute("BEGIN").await.expect("BEGIN");
+    assert!(conn.transaction_open(), "a BEGIN sent as text is followed");
+    let v: i64 = conn
+        .query_one("SELECT $1::int8 + 1", &[&41_i64])
+        .await
+        .expect("query in a raw transaction")
+        .get(0);
+    assert_eq!(v, 42);
+    conn.batch_execute("COMMIT").await.expect("COMMIT");
+    assert!(!conn.transaction_open());
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A tracked transaction: tokio-postgres's statements, closed inside it.
+    let tx = conn.transaction().await.expect("begin");
+    tx.query("SELECT $1::int4", &[&1_i32])
+        .await
+        .expect("query in tx");
+    tx.commit().await.expect("commit");
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // The describe's failure is the query's error, and leaves no transaction.
+    let err = conn
+        .query("SELECT $1::int4 FROM no_such_table", &[&1_i32])
+        .await
+        .expect_err("no such table");
+    assert!(
+        err.as_db_error()
+            .is_some_and(|db| db.message().contains("no_such_table")),
+        "{err}"
+    );
+    assert!(!conn.transaction_open());
+    let stats = conn.statement_cache_stats();
+    assert_eq!((stats.len, stats.capacity), (3, 256), "{stats:?}");
+
+    // Statements the driver names: prepared through the client (outside a
+    // transaction), cached, prepared inside a transaction, and
+    // tokio-postgres's own text queries. The relay sends each unnamed.
+    assert!(conn.is_relayed());
+    let statement = conn.prepare("SELECT $1::int4 + 1").await.expect("prepare");
+    for i in 0..3_i32 {
+        let v: i32 = conn.query_one(&statement, &[&i]).await.expect("run").get(0);
+        assert_eq!(v, i + 1);
+    }
+    let cached = conn
+        .prepare_cached("SELECT $1::int4 + 2")
+        .await
+        .expect("cache");
+    let v: i32 = conn
+        .query_one(&cached, &[&1_i32])
+        .await
+        .expect("run")
+        .get(0);
+    assert_eq!(v, 3);
+    let v: i32 = conn
+        .client()
+        .query_one("SELECT $1::int4 + 3", &[&1_i32])
+        .await
+        .expect("the driver's own query")
+        .get(0);
+    assert_eq!(v, 4);
+    {
+        let tx = conn.transaction().await.expect("begin");
+        let inner = tx
+            .prepare("SELECT $1::int4 + 4")
+            .await
+            .expect("prepare in tx");
+        let v: i32 = tx.query_one(&inner, &[&1_i32]).await.expect("run").get(0);
+        assert_eq!(v, 5);
+        assert_eq!(prepared(tx.query(COUNT, &[]).await.expect("count")), 0);
+        tx.commit().await.expect("commit");
+    }
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+
+    // A type the driver does not know: it looks it up with statements of
+    // its own between the query's prepare and its bind.
+    conn.batch_execute("CREATE TYPE pg_temp.relay_mood AS ENUM ('calm', 'happy')")
+        .await
+        .expect("create the type");
+    for _ in 0..3 {
+        let rows = conn
+            .client()
+            .query(
+                "SELECT $1::text::pg_temp.relay_mood, $2::int4 * 2",
+                &[&"happy", &21_i32],
+            )
+            .await
+            .expect("a query with a type the driver looks up");
+        assert_eq!(rows[0].get::<_, i32>(1), 42);
+    }
+    assert_eq!(prepared(conn.query(COUNT, &[]).await.expect("count")), 0);
+    drop((statement, cached));
+    drop(conn);
+    relays_end().await;
+}
+
+/// How a query runs through the pooled client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// `conn.query_one(text, ..)`: the pooled client's unnamed statement.
+    Text,
+    /// `conn.prepare(text)` (the driver's `Client::prepare`), then
+    /// `conn.query_one(&statement, ..)`, outside any transaction.
+    Prepared,
+    /// `conn.prepare_cached(text)`, then `conn.query_one(&statement, ..)`.
+    Cached,
+    /// `conn.client().query_one(text, ..)`: the driver's own query, which
+    /// prepares a named statement.
+    Client,
+    /// `conn.transaction()`, `tx.query_one(text, ..)`, `commit()`.
+    Transaction,
+    /// `conn.build_transaction()` (read only, repeatable read),
+    /// `tx.prepare(text)`, `tx.query_one(&statement, ..)`, `commit()`.
+    BuildTransaction,
+}
+
+const PATHS: [Path; 6] = [
+    Path::Text,
+    Path::Prepared,
+    Path::Cached,
+    Path::Client,
+    Path::Transaction,
+    Path::BuildTransaction,
+];
+
+/// One parameterised query through `path`; its answer.
+async fn one(
+    pool: &Pool<PostgresManager<NoTls>>,
+    path: Path,
+    a: i32,
+    b: i32,
+) -> Result<i32, String> {
+    const SQL: &str = "SELECT $1::int4 + $2::int4";
+    let mut conn = pool.get().await.map_err(|e| e.to_string())?;
+    let row = match path {
+        Path::Text => conn.query_one(SQL, &[&a, &b]).await,
+        Path::Prepared => match conn.prepare(SQL).await {
+            Ok(statement) => conn.query_one(&statement, &[&a, &b]).await,
+            Err(e) => Err(e),
+        },
+        Path::Cached => {
+            let statement = conn.prepare_cached(SQL).await.map_err(|e| e.to_string())?;
+            conn.query_one(&statement, &[&a, &b]).await
+        }
+        Path::Client => conn.client().query_one(SQL, &[&a, &b]).await,
+        Path::Transaction => {
+            let tx = conn.transaction().await.map_err(text)?;
+            let row = tx.query_one(SQL, &[&a, &b]).await.map_err(text)?;
+            tx.commit().await.map(|()| row)
+        }
+        Path::BuildTransaction => {
+            let tx = conn
+                .build_transaction()
+                .read_only(true)
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .start()
+                .await
+                .map_err(text)?;
+            let statement = tx.prepare(SQL).await.map_err(text)?;
+            let row = tx.query_one(&statement, &[&a, &b]).await.map_err(text)?;
+            tx.commit().await.map(|()| row)
+        }
+    };
+    row.map(|row| row.get(0)).map_err(text)
+}
+
+/// `tasks` x `queries` queries, each through `pick(task, i)`; the errors.
+async fn load_paths(
+    pool: &Pool<PostgresManager<NoTls>>,
+    tasks: i32,
+    queries: i32,
+    pick: impl Fn(i32, i32) -> Path + Copy + Send + 'static,
+) -> Vec<String> {
+    let mut set = tokio::task::JoinSet::new();
+    for task in 0..tasks {
+        let pool = pool.clone();
+        set.spawn(async move {
+            let mut errors = Vec::new();
+            for i in 0..queries {
+                let path = pick(task, i);
+                match one(&pool, path, task, i).await {
+                    Ok(n) => assert_eq!(n, task + i, "{path:?}"),
+                    Err(e) => errors.push(format!("{path:?}: {e}")),
+                }
+            }
+            errors
+        });
+    }
+    let mut errors = Vec::new();
+    while let Some(done) = set.join_next().await {
+        errors.extend(done.expect("a query task panicked"));
+    }
+    errors
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
+    let _one = RELAYS.lock().await;
+    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let bouncer = Bouncer::start(&upstream);
+    let manager = PostgresManager::new(bouncer.config("pc_bouncer_paths"), NoTls)
+        .pooler_mode(PoolerMode::Transaction);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+    for path in PATHS {
+        let errors = load_paths(&pool, 16, 30, move |_, _| path).await;
+        assert!(
+            errors.is_empty(),
+            "{path:?}: {} of 480 failed, first: {:?}",
+            errors.len(),
+            errors.first()
+        );
+    }
+    // The mixed load: 32 tasks x 50 queries, one in five inside a
+    // transaction, the others spread over the paths that name statements
+    // and the pooled client's text.
+    let errors = load_paths(&pool, 32, 50, |task, i| match (task + i) % 10 {
+        0 => Path::Transaction,
+        5 => Path::BuildTransaction,
+        1 | 6 => Path::Prepared,
+        2 | 7 => Path::Cached,
+        3 => Path::Client,
+        _ => Path::Text,
+    })
+    .await;
+    assert!(
+        errors.is_empty(),
+        "mixed: {} of 1600 failed, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    pool.close().await;
+    relays_end().await;
+
+    // Without the mode, the driver's named statements meet on the shared
+    // server connections.
+    let manager = PostgresManager::new(bouncer.config("pc_bouncer_paths_off"), NoTls);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+    let errors = load_paths(&pool, 16, 30, |_, _| Path::Prepared).await;
+    assert!(
+        errors.iter().any(|e| e.contains("prepared statement")),
+        "session mode behind a transaction pooler did not fail: {:?}",
+        errors.first()
+    );
+    pool.close().await;
+}
