@@ -11,7 +11,8 @@
 //! Reads `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
 //! `APP_ADDR` (default `127.0.0.1:3000`; port 0 picks a free one) and
 //! `METRICS_ADDR` (default `127.0.0.1:9000`). Prints the address it
-//! listens on, and stops on Ctrl-C.
+//! listens on, and stops on Ctrl-C, dropping its notes table on the way
+//! out (it is an example run against a shared database).
 
 use std::net::SocketAddr;
 
@@ -47,7 +48,9 @@ async fn main() -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    axum_service::serve(listener, pool.clone(), shutdown).await?;
+    let served = axum_service::serve(listener, pool.clone(), shutdown).await;
+    axum_service::drop_notes(&pool).await?;
     pool.close().await;
+    served?;
     Ok(())
 }

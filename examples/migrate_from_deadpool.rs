@@ -88,15 +88,31 @@ async fn main() -> anyhow::Result<()> {
             answer(&client).await?
         );
     }
-    // deadpool's status() becomes a metrics snapshot.
+    // deadpool's status() becomes a metrics snapshot. ResetMode::Clean
+    // resets every connection that comes back (`DISCARD ALL`), in a task of
+    // its own: the client dropped above is idle again once that is done,
+    // so wait for it (bounded) rather than print "1 open, 0 idle".
     let status = deadpool.status();
-    let m = pool.metrics();
+    let m = idle_again(&pool).await;
     println!(
         "deadpool status: size {}, available {} | pool metrics: {} open, {} idle",
         status.size, status.available, m.total, m.idle
     );
     pool.close().await;
     Ok(())
+}
+
+/// The pool's metrics once every open connection is idle (the returned
+/// ones' resets done), or after 2 s at most, whichever comes first.
+async fn idle_again<M: pool_core::ManageConnection>(pool: &Pool<M>) -> pool_core::PoolMetrics {
+    for _ in 0..200 {
+        let m = pool.metrics();
+        if m.idle == m.total {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    pool.metrics()
 }
 
 /// A duration as people read it: whole microseconds (`1.234ms`, not

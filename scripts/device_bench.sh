@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The many-cores table (issue 14) on a machine with many cores and no
+# The many-cores table (S1-S3 by tokio workers) on a machine with many cores and no
 # toolchain or package registry: it runs release binaries built elsewhere
 # and carried in a git-ignored folder (default devbin/; DEVELOPERS.md says
 # how to fill it). One bounded call: at most BUDGET_S seconds in all

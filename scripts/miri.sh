@@ -7,7 +7,8 @@
 # Needs the nightly toolchain with the `miri` and `rust-src` components; a
 # missing component is installed (said loudly), and a failure to install
 # fails this script. Miri builds in its own target dir (MIRI_TARGET_DIR,
-# default target/miri) so it never invalidates the main build.
+# default miri/ under CARGO_TARGET_DIR, else target/miri) so it never
+# invalidates the main build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ if ((${#missing[@]})); then
     fail "could not install ${missing[*]} on the nightly toolchain"
 fi
 
-export CARGO_TARGET_DIR="${MIRI_TARGET_DIR:-target/miri}"
+export CARGO_TARGET_DIR="${MIRI_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/miri}"
 cargo +nightly miri setup >/dev/null 2>&1 || fail "cargo miri setup did not succeed (run it by hand to see why)"
 
 # The unit tests Miri runs, as test-name filters (module paths; the waiter

@@ -10,6 +10,8 @@
 #   4. tests, production-clock pass: pool-core without `tokio-clock`, so the
 #      CPU-counter clock (quanta) is compiled and exercised: its unit tests
 #      and the integration tests that run on real time under load
+#      (without the database URLs: then the tests that need only initdb,
+#      in a pass of their own, when initdb is there)
 #   5. the loom models of the lock-free parts
 #   6. Miri over the unsafe unit tests (scripts/miri.sh)
 #
@@ -17,16 +19,30 @@
 # Pass 4 selects only pool-core with its default features, so sqlx (0.9 and
 # 0.8) is not built again with other features, nor at all: only pool-core,
 # its unit tests and a handful of test binaries are compiled a second time.
-# Loom and Miri build in their own target dirs so they never invalidate the
-# main build.
+# Loom and Miri build in target dirs of their own (loom/ and miri/ under the
+# target dir) so they never invalidate the main build.
 #
-# Real-database tests are #[ignore]d with their reason. With DATABASE_URL
-# (PostgreSQL) and MYSQL_URL (MariaDB) both set they run
-# (--include-ignored); without them the summary lists them as ignored, after
-# a loud line saying so. Under CI a missing URL fails at once: CI never
-# skips the database suites.
+# Real-database tests are #[ignore]d with a reason that names what they
+# need: "needs DATABASE_URL", "needs MYSQL_URL", "needs DATABASE_URL and
+# pgbouncer", "needs initdb". With DATABASE_URL (PostgreSQL) and MYSQL_URL
+# (MariaDB) both set they all run (--include-ignored); without them, the
+# ones that need only initdb (a throw-away cluster of their own) still run
+# when the PostgreSQL server binaries are there, in a pass of their own, and
+# the rest are counted as ignored. Under CI a missing URL fails at once: CI
+# never skips the database suites.
+#
+# The last line is the count of every test run by every pass (a test run in
+# two passes counts twice), with the ignored ones by reason:
+#
+#   test.sh: 812 passed, 0 failed, 72 ignored (54 need DATABASE_URL, 14 need MYSQL_URL, 4 need DATABASE_URL and pgbouncer)
+#
+# Build settings are .ci/run's (no incremental caches), and every build,
+# loom's and Miri's too, lands under CARGO_TARGET_DIR when it is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+export CARGO_INCREMENTAL=0
+target_dir=${CARGO_TARGET_DIR:-target}
 
 started=$SECONDS
 step() {
@@ -37,7 +53,72 @@ step() {
 in_ci=false
 if [[ -n "${CI:-}" && "${CI}" != "false" && "${CI}" != "0" ]]; then in_ci=true; fi
 
+# Every test pass's output, for the closing counts; `ran_alone` holds the
+# initdb pass's, whose tests the paused-clock pass counted as ignored.
+log=$(mktemp)
+ran_alone=$(mktemp)
+trap 'rm -f "$log" "$ran_alone"' EXIT
+failed_passes=()
+
+# Runs a test pass, its output shown and kept in the log named first; a
+# failing pass is recorded and the next passes still run.
+tests() { # log, label, command...
+  local into=$1 label=$2
+  shift 2
+  if ! "$@" 2>&1 | tee -a "$into"; then failed_passes+=("$label"); fi
+}
+
+# The closing line: totals from cargo's "test result:" lines, ignored tests
+# by the reason libtest prints after "ignored, " (up to its colon).
+counts() {
+  awk -v alone="$ran_alone" '
+    function add(line, sign,   i, n, f) {
+      n = split(line, f, " ")
+      for (i = 2; i <= n; i++) {
+        if (f[i] ~ /^passed;?$/) passed += sign * f[i - 1]
+        if (f[i] ~ /^failed;?$/) failed += sign * f[i - 1]
+        if (f[i] ~ /^ignored;?$/) ignored += sign * f[i - 1]
+      }
+    }
+    FILENAME == alone && /^test result: / {
+      add($0, 1)
+      n = split($0, f, " ")
+      for (i = 2; i <= n; i++) if (f[i] ~ /^(passed|failed);?$/) ran_alone += f[i - 1]
+      next
+    }
+    FILENAME == alone { next }
+    /^test result: / { add($0, 1) }
+    / \.\.\. ignored, / {
+      r = $0; sub(/.* \.\.\. ignored, /, "", r); sub(/:.*/, "", r)
+      if (r ~ /^needs /) { sub(/^needs /, "", r) } else { r = "(" r ")" }
+      why[r]++
+    }
+    / \.\.\. ignored$/ { why["(no reason given)"]++ }
+    END {
+      # The initdb pass ran tests the paused-clock pass counted as ignored
+      # (unless that pass was cut short): count them once, as run.
+      once = ran_alone < why["initdb"] ? ran_alone : why["initdb"]
+      ignored -= once
+      why["initdb"] -= once
+      line = sprintf("%d passed, %d failed, %d ignored", passed, failed, ignored)
+      sep = " ("
+      # The reasons, most tests first (ties by name), so the line is stable.
+      while (1) {
+        best = ""
+        for (r in why) if (why[r] > 0 && (best == "" || why[r] > why[best] || (why[r] == why[best] && r < best))) best = r
+        if (best == "") break
+        line = line sep why[best] (best ~ /^\(/ ? " " : " need ") best
+        sep = ", "
+        delete why[best]
+      }
+      if (sep == ", ") line = line ")"
+      print line
+    }
+  ' "$log" "$ran_alone"
+}
+
 ignored_args=()
+initdb_alone=false
 if [[ -n "${DATABASE_URL:-}" && -n "${MYSQL_URL:-}" ]]; then
   ignored_args=(--include-ignored)
 elif $in_ci; then
@@ -45,11 +126,23 @@ elif $in_ci; then
     "CI must run the real-database suites" >&2
   exit 1
 else
+  # The own-cluster tests find the server binaries in PG_BIN_DIR, else
+  # /usr/lib/postgresql/*/bin, else `pg_config --bindir`; an initdb found
+  # only on the PATH is passed on as PG_BIN_DIR.
+  if [[ -z "${PG_BIN_DIR:-}" ]] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    if initdb_path=$(command -v initdb); then export PG_BIN_DIR=$(dirname "$(readlink -f "$initdb_path")"); fi
+  fi
+  if [[ -n "${PG_BIN_DIR:-}" && -x "${PG_BIN_DIR}/initdb" ]] || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    initdb_alone=true
+  fi
   echo "####################################################################"
   echo "## DATABASE SUITES SKIPPED: DATABASE_URL and MYSQL_URL are not both"
   echo "## set; the tests that need PostgreSQL or MariaDB show as ignored."
   echo "## e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test"
   echo "##      MYSQL_URL=mysql://root@127.0.0.1:3306/test"
+  if $initdb_alone; then
+    echo "## initdb is here: the tests that need only it run on their own."
+  fi
   echo "####################################################################"
 fi
 
@@ -60,30 +153,64 @@ step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 step "tests, paused clock (every crate, every feature)"
-cargo test --workspace --all-features -- "${ignored_args[@]}"
+tests "$log" "tests, paused clock" \
+  cargo test --workspace --all-features --no-fail-fast -- "${ignored_args[@]}"
+
+if $initdb_alone; then
+  step "tests that need only initdb (their own throw-away clusters)"
+  # The test files whose every ignored test needs only initdb; a file that
+  # mixes in another reason would run that one too, so it is left out (and
+  # said so).
+  # A test binary is a file under pool-core/tests/ or a folder there with
+  # a main.rs (all its files).
+  initdb_tests=()
+  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
+    if [[ $target == */main.rs ]]; then
+      name=$(basename "$(dirname "$target")")
+      sources=("$(dirname "$target")"/*.rs)
+    else
+      name=$(basename "$target" .rs)
+      sources=("$target")
+    fi
+    grep -q 'ignore = "needs initdb' "${sources[@]}" || continue
+    if grep -h '#\[ignore' "${sources[@]}" | grep -vq 'needs initdb'; then
+      echo "test.sh: test $name also has tests that need a URL: its initdb tests stay ignored"
+      continue
+    fi
+    initdb_tests+=(--test "$name")
+  done
+  tests "$ran_alone" "tests that need only initdb" \
+    cargo test --workspace --all-features --no-fail-fast "${initdb_tests[@]}" -- --ignored
+fi
 
 step "tests, production clock (pool-core without tokio-clock)"
 # The engine's tests that run on real time (no `start_paused`); the
 # modules on the paused clock are left out of this build.
-cargo test -p pool-core --lib --test engine
+tests "$log" "tests, production clock" \
+  cargo test -p pool-core --no-fail-fast --lib --test engine
 
 step "stress, release build (pool-core without tokio-clock)"
 # Everything at once for a bounded time (tests/engine/stress.rs): far more
 # interleavings fit in an optimised build.
-cargo test -p pool-core --release --test engine -- stress
+tests "$log" "stress, release build" \
+  cargo test -p pool-core --release --test engine -- stress
 
 step "loom models"
 # Loom swaps std's atomics and mutexes for its model checker's; it needs its
 # own build (different cfg), kept apart so the main build stays cached.
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-$target_dir/loom}" \
+  tests "$log" "loom models" \
   cargo test -p pool-core --no-default-features --lib --release -- loom
 
 step "Miri"
-scripts/miri.sh
+MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" scripts/miri.sh
 
-step "all checks passed in $((SECONDS - started))s"
 # The build's footprint, so a change that grows it shows up in the log.
-echo "test.sh: target dir: $(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1)"
-if ((${#ignored_args[@]} == 0)); then
-  echo "test.sh: NOTE: the real-database suites were skipped (see the ignored counts above)"
+echo "test.sh: target dir: $(du -sh "$target_dir" 2>/dev/null | cut -f1)"
+if ((${#failed_passes[@]})); then
+  step "FAILED after $((SECONDS - started))s: ${failed_passes[*]}"
+  echo "test.sh: FAILED: $(counts)"
+  exit 1
 fi
+step "all checks passed in $((SECONDS - started))s"
+echo "test.sh: $(counts)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Interleaved A/B: main (guard clones the pool Arc) vs slotref (parked slot keeps the count).
-A=/work/main/target/release
-B=/work/targets/slotref/release
+# A and B: the release dirs of the two builds (run from each checkout:
+# cargo build --release -p pool-benches --bins).
+A=${A:?set A to the main build's target/release}
+B=${B:?set B to the slotref build's target/release}
 echo "# $(date -u +%FT%TZ) $(uptime)"
 for r in 1 2 3; do
   for pair in "main $A" "slotref $B"; do

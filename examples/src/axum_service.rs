@@ -80,6 +80,20 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
     Ok(pool)
 }
 
+/// Drops the notes table: the example's and its smoke test's last step,
+/// so a run leaves nothing behind in a shared database (a real service
+/// keeps its table).
+///
+/// # Errors
+///
+/// The `DROP TABLE`'s error.
+pub async fn drop_notes(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("DROP TABLE IF EXISTS axum_notes")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// The service's routes, with the pool as state.
 pub fn router(pool: PgPool) -> Router {
     let scoped = Router::new()

@@ -4,9 +4,13 @@
 //!   PostgreSQL or MariaDB) is chosen by its URL alone.
 //! - [`axum_service`]: an axum service on a pool of sqlx PostgreSQL
 //!   connections, with Prometheus metrics.
+//! - [`todos`]: a to-do list ported from a `sqlx::PgPool` program:
+//!   migrations, queries through `&pool`, a transaction, functions generic
+//!   over `Executor` and `Acquire`.
 
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod axum_service;
 pub mod kv;
+pub mod todos;

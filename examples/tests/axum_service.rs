@@ -1,7 +1,7 @@
 //! Smoke test of the axum example's service against `DATABASE_URL`: starts
 //! it on an ephemeral port, hits every route (the request-scoped
 //! transaction committing on 201 and rolling back on 422) and the metrics
-//! listener, and stops it, all within a time bound.
+//! listener, stops it and drops its table, all within a time bound.
 
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ async fn metrics_text(addr: std::net::SocketAddr) -> String {
     panic!("the metrics listener did not come up on {addr}");
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_answers_every_route_and_serves_metrics() {
     let url = match std::env::var("DATABASE_URL") {
@@ -124,6 +124,12 @@ async fn service_answers_every_route_and_serves_metrics() {
 
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
+        axum_service::drop_notes(&pool).await.unwrap();
+        let left: Option<String> = sqlx::query_scalar("SELECT to_regclass('axum_notes')::text")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(left, None, "the notes table is gone");
         pool.close().await;
     })
     .await

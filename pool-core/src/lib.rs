@@ -25,7 +25,7 @@
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!
 //! How the engine works, file by file, and one connection's journey through
-//! it, is written at the top of `src/shared.rs`.
+//! it: [`design`].
 //!
 //! # Example
 //!
@@ -119,6 +119,9 @@ mod waiters;
 
 pub mod compat;
 pub mod managers;
+
+#[doc = include_str!("../docs/engine.md")]
+pub mod design {}
 
 pub use connection::PooledConnection;
 pub use managers::pooler::PoolerMode;

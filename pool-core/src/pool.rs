@@ -384,6 +384,44 @@ impl<M: ManageConnection> Pool<M> {
         self.shared.is_closed()
     }
 
+    /// A future that resolves once the pool is closed, by
+    /// [`close`](Self::close) or by dropping its last handle (sqlx's
+    /// `Pool::close_event`): for a task that should stop with the pool,
+    /// `tokio::select!` on it beside the task's work. It does not wait for
+    /// connections in use to come back (`close().await` does), and it does
+    /// not keep the pool open: it holds no handle (only the pool's memory,
+    /// until it is dropped).
+    ///
+    /// ```
+    /// # use pool_core::{async_trait, ManageConnection, Pool, PoolConfig};
+    /// # #[derive(Debug)] struct Numbers;
+    /// # #[async_trait] impl ManageConnection for Numbers {
+    /// #     type Connection = u32; type Error = std::io::Error;
+    /// #     async fn connect(&self) -> Result<u32, std::io::Error> { Ok(0) }
+    /// #     async fn is_valid(&self, _: &mut u32) -> Result<(), std::io::Error> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = Pool::new(Numbers, PoolConfig::builder().build()?).await?;
+    /// let closed = pool.close_event();
+    /// let worker = tokio::spawn(async move {
+    ///     closed.await; // or in a `tokio::select!` beside the work
+    ///     "stopped"
+    /// });
+    /// pool.close().await;
+    /// assert_eq!(worker.await?, "stopped");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping it only stops the wait.
+    pub fn close_event(&self) -> impl Future<Output = ()> + Send + 'static {
+        let shared = self.shared.clone();
+        async move { shared.closed().await }
+    }
+
     /// The pool's settings.
     pub fn config(&self) -> &PoolConfig {
         self.shared.config()

@@ -170,7 +170,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     /// known down (`Connector::is_down`); cleared by the next successful
     /// connect.
     failure: Mutex<Option<crate::connector::Failure<M::Error>>>,
-    /// Signalled when a slot is freed after close.
+    /// Signalled when a slot is freed after close, and once by the close
+    /// itself (`shut`), for `Pool::close_event`.
     drained: Notify,
     /// The source of every timestamp.
     clock: Clock,
@@ -549,6 +550,20 @@ impl<M: ManageConnection> Shared<M> {
         }
         self.close_parked();
         self.waiters.close_all(|| self.slots.clear_waiting());
+        self.drained.notify_waiters();
+    }
+
+    /// Resolves once the pool is closed (`Pool::close_event`).
+    pub(crate) async fn closed(&self) {
+        loop {
+            let closed = self.drained.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            closed.await;
+        }
     }
 
     /// `Pool::resize`: sets the bound; shrinking closes idle connections

@@ -275,7 +275,7 @@ async fn relays_end() {
     );
 }
 
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -333,7 +333,7 @@ async fn named_statements(conn: &mut PgConnection) -> i64 {
         .expect("count the prepared statements")
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transaction_pooler_mode_names_no_statement_on_the_server() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -373,7 +373,7 @@ async fn transaction_pooler_mode_names_no_statement_on_the_server() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_whose_connect_fails_ends_with_it() {
     let _one = ONE_AT_A_TIME.lock().await;

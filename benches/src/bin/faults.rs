@@ -1,9 +1,11 @@
-//! The fault comparison (issue 13): the same faults, side by side, for our
+//! The fault comparison: the same faults, side by side, for our
 //! pool (`PostgresManager`, default validation), deadpool-postgres (fast
 //! recycling), bb8-postgres (its defaults) and sqlx's `PgPool` (its
 //! defaults), against a PostgreSQL cluster this binary starts (`initdb` in
 //! a temp dir, its own port; never the shared server). Prints a Markdown
-//! table of issue 13's figures for BENCH.md's "faults" section.
+//! table of the fault figures (errors per kill, dead connections handed
+//! out, time to the first success and to 90 % throughput) for BENCH.md's
+//! "faults" section.
 //!
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]

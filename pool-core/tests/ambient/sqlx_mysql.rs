@@ -61,10 +61,10 @@ async fn open_on_server(monitor: &P, id: i64) -> bool {
     n > 0
 }
 
-sqlx_suite!(#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]);
+sqlx_suite!(#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 async fn isolation_and_read_only_reach_the_server() {
     bounded(async {
         let pool = pool(2).await;

@@ -54,7 +54,7 @@ async fn open_on_server(monitor: &P, id: i64) -> bool {
     n > 0
 }
 
-sqlx_suite!(#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]);
+sqlx_suite!(#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]);
 
 async fn show(pool: &P, setting: &'static str) -> String {
     let mut conn = pool.current().await.unwrap();
@@ -65,7 +65,7 @@ async fn show(pool: &P, setting: &'static str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn isolation_and_read_only_reach_the_server() {
     bounded(async {
         let pool = pool(2).await;
@@ -110,7 +110,7 @@ async fn isolation_and_read_only_reach_the_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_failed_commit_is_the_callers_error() {
     bounded(async {
         let pool = pool(1).await;
@@ -156,7 +156,7 @@ async fn a_failed_commit_is_the_callers_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn savepoint_and_release_errors_roll_the_transaction_back() {
     bounded(async {
         let pool = pool(1).await;
@@ -226,7 +226,7 @@ async fn savepoint_and_release_errors_roll_the_transaction_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_failed_begin_is_the_callers_error() {
     bounded(async {
         let url = crate::support::url("DATABASE_URL");
@@ -265,7 +265,7 @@ async fn a_failed_begin_is_the_callers_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn holders_name_the_scope_site() {
     bounded(async {
         let pool = pool(2).await;

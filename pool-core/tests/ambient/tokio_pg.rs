@@ -93,7 +93,7 @@ async fn open_on_server(monitor: &P, pid: i32) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn every_propagation_mode() {
     bounded(async {
         let pool = pool(2).await;
@@ -195,7 +195,7 @@ async fn every_propagation_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn commit_rollback_panic_and_cancellation_leave_nothing_open() {
     bounded(async {
         let pool = pool(1).await;
@@ -263,7 +263,7 @@ async fn commit_rollback_panic_and_cancellation_leave_nothing_open() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_cancelled_scope_on_a_pool_that_does_not_reset_closes_its_connection() {
     bounded(async {
         let pool = pool_with(1, ResetMode::None).await;
@@ -293,7 +293,7 @@ async fn a_cancelled_scope_on_a_pool_that_does_not_reset_closes_its_connection()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn two_pools_and_handed_tasks() {
     bounded(async {
         let a = pool(2).await;
@@ -344,7 +344,7 @@ async fn two_pools_and_handed_tasks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn requires_new_on_a_pool_of_one_fails_at_once_and_holders_name_the_scope() {
     bounded(async {
         let pool = pool(1).await;

@@ -133,7 +133,7 @@ async fn errors_are_wrapped_and_displayed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
     let url = pg_env::database_url("bb8_postgres_concurrent");
     const MAX: u32 = 3;
@@ -170,7 +170,7 @@ async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_terminated_connection_is_replaced() {
     let url = pg_env::database_url("bb8_postgres_terminated");
     let admin = pg_env::admin(&url).await;

@@ -1,6 +1,6 @@
 //! The bb8 and deadpool adapters' errors say what failed and the cause's own
 //! message, and hand the cause to `source()`, alone and inside the pool's
-//! `PoolError` (SPEC point 14).
+//! `PoolError`.
 #![cfg(any(feature = "bb8", feature = "deadpool"))]
 
 use std::error::Error;

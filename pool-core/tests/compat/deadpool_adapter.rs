@@ -155,7 +155,7 @@ fn deadpool_pg(url: &str, method: RecyclingMethod) -> deadpool_postgres::Manager
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
     let url = pg_env::database_url("deadpool_postgres_concurrent");
     const MAX: u32 = 3;
@@ -195,7 +195,7 @@ async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn deadpool_postgres_clean_recycling_and_dead_connections() {
     let url = pg_env::database_url("deadpool_postgres_clean");
     let admin = pg_env::admin(&url).await;

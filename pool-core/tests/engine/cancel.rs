@@ -134,7 +134,7 @@ async fn cancelled_during_validation_closes_that_connection_only() {
     let mut cancelled = 0;
     for _ in 0..20 {
         // Times out while `is_valid` is running on a used connection; a
-        // fresh one (the replacement) is handed over unchecked (SPEC 12)
+        // fresh one (the replacement) is handed over unchecked
         // and comes back used.
         match tokio::time::timeout(Duration::from_millis(5), pool.get()).await {
             Ok(conn) => drop(conn.unwrap()),

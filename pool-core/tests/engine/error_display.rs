@@ -1,6 +1,6 @@
 //! Each `PoolError` the pool returns says, in its Display, what the pool was
-//! doing and the cause's own message; `source()` returns the cause (SPEC
-//! point 14). Produced through the public `Pool` API with a small manager of
+//! doing and the cause's own message; `source()` returns the cause.
+//! Produced through the public `Pool` API with a small manager of
 //! this file's own.
 
 use std::error::Error;

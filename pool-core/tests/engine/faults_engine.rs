@@ -1,4 +1,4 @@
-//! Issue 13, the engine's side of database faults, on the scriptable mock
+//! The engine's side of database faults, on the scriptable mock
 //! and tokio's paused clock: a dead connection is not handed out (the
 //! manager's `has_broken` at every checkout, the failure epoch that
 //! overrides the validation bypass), a caller arriving while connects fail

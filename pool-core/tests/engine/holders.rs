@@ -1,4 +1,4 @@
-//! Holder sites (SPEC 18-21): every checkout records its caller's source
+//! Holder sites: every checkout records its caller's source
 //! location; `holders()` lists them with how long each connection has been
 //! held; a timeout's text names the busiest sites; leak reports name the
 //! site, with or without the backtrace; `slow_acquire_threshold` logs one

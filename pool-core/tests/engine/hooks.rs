@@ -147,7 +147,7 @@ async fn before_acquire_can_reject_and_the_caller_gets_another() {
 }
 
 /// A hook error closes the idle connection it ran on and the caller gets
-/// the one opened in its place, unchecked (fresh, SPEC 12).
+/// the one opened in its place, unchecked (fresh).
 #[tokio::test(start_paused = true)]
 async fn before_acquire_errors_close_the_connection_and_the_caller_gets_a_new_one() {
     let hooks = Recording::default();

@@ -1,4 +1,4 @@
-//! Both metric naming schemes (SPEC point 24), read back through
+//! Both metric naming schemes, read back through
 //! `metrics-util`'s `DebuggingRecorder`: `MetricNames::Hikari` (the default)
 //! and `MetricNames::OpenTelemetry` each export exactly their series, every
 //! one labelled with the pool's name and described with a unit and a help

@@ -1,4 +1,4 @@
-//! SPEC 15, `min_idle`: idle connections kept ready, topped up in the
+//! `min_idle`: idle connections kept ready, topped up in the
 //! background by checkouts and by the housekeeper, never above `max_size`;
 //! the ones above it retire by `idle_timeout`. On tokio's paused clock.
 

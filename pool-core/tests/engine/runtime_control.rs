@@ -1,4 +1,4 @@
-//! SPEC 17 (part): `retain` closes the idle connections a predicate
+//! Runtime control, in part: `retain` closes the idle connections a predicate
 //! rejects; `add` puts a connection made elsewhere in the pool, or gives it
 //! back when the pool is full.
 

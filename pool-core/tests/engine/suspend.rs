@@ -1,4 +1,4 @@
-//! Pool suspension (SPEC 22): while suspended, `get()` waits within its
+//! Pool suspension: while suspended, `get()` waits within its
 //! time limit and nothing is opened or retired; connections in use keep
 //! working and come back to the idle set; `resume()` serves the waiters;
 //! `close()` works while suspended.

@@ -116,7 +116,8 @@ async fn validation_phase_when_is_valid_hangs_past_the_deadline() {
     )
     .await
     .unwrap();
-    // Used once, so it is checked at its next checkout (SPEC 12).
+    // Used once, so it is checked at its next checkout (only a fresh one
+    // skips the check).
     support::use_each(&pool, 1).await;
     mock.script.valid_delay_ms.store(60_000, Ordering::SeqCst);
     let err = pool.get().await.unwrap_err();
@@ -146,7 +147,7 @@ async fn validation_phase_when_is_valid_hangs_past_the_deadline() {
 async fn a_check_timing_out_is_replaced_by_a_fresh_unchecked_connection() {
     // The idle connection's check times out after 100 ms and it is closed;
     // the connection opened in its place is fresh, so it is handed over
-    // without a check (SPEC 12) within the same `get()`.
+    // without a check (it is fresh) within the same `get()`.
     let mock = Mock::default();
     let pool = Pool::new_lazy(
         mock.clone(),

@@ -41,7 +41,7 @@ async fn zero_bypass_validates_every_checkout() {
     for _ in 0..5 {
         drop(pool.get().await.unwrap());
     }
-    // All but the first: a fresh connection skips it (SPEC 12).
+    // All but the first: a fresh connection skips it.
     assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 4);
 }
 
@@ -78,7 +78,7 @@ async fn invalid_connection_is_replaced_within_the_same_get() {
 
 /// A server that accepts connections and then fails every ping: the stale
 /// connection is closed and the one opened in its place is handed over
-/// unchecked (fresh, SPEC 12): one connect per stale connection, no churn.
+/// unchecked (fresh): one connect per stale connection, no churn.
 #[tokio::test(start_paused = true)]
 async fn failing_every_ping_costs_one_connect_per_stale_connection() {
     let mock = Mock::default();

@@ -1,9 +1,9 @@
 //! Shared machinery of the fault suite (`fault_*.rs`): a bounded load of
 //! `SELECT 1` loops through a `Pool<PostgresManager>`, a sampler of the
-//! pool's server-side sessions, the figures issue 13 names, the invariants
-//! every scenario asserts, and the issue's targets as named checks.
+//! pool's server-side sessions, the fault figures, the invariants every
+//! scenario asserts, and the fault targets as named checks.
 //!
-//! The issue's outcome targets (no dead connection handed out, errors
+//! The outcome targets (no dead connection handed out, errors
 //! within the queries in flight, no caller waiting out its timeout while
 //! the server is down) are asserted (`Enforce::Yes`). Its timing targets
 //! (first success within 10 ms, 90 % throughput within 100 ms) are
@@ -311,7 +311,7 @@ pub struct Down {
     pub wait_max: Duration,
 }
 
-/// The figures of issue 13 for one scenario.
+/// The fault figures for one scenario.
 #[derive(Debug, Clone)]
 pub struct Figures {
     pub scenario: String,
@@ -479,14 +479,14 @@ pub fn target(name: &str, verdict: Result<String, String>, enforce: Enforce) {
             println!("TARGET {name}: NOT MET ({figure})");
             assert!(
                 enforce == Enforce::No,
-                "issue 13 target {name} missed: {figure}"
+                "fault target {name} missed: {figure}"
             );
         }
     }
 }
 
-/// Issue 13: with validation on, query errors after a kill are at most one
-/// per connection killed (the issue's "at most one per pool connection").
+/// With validation on, query errors after a kill are at most one per
+/// connection killed (at most one per pool connection).
 /// The queries in flight at the kill are printed beside it: the kill takes
 /// a few milliseconds, so a connection checked out while it runs is
 /// killed under its query too, and "in flight at one instant" is not a
@@ -503,7 +503,7 @@ pub fn check_errors_per_kill(f: &Figures) -> Result<String, String> {
     }
 }
 
-/// Issue 13: after a restart, no dead connection is handed out.
+/// After a restart, no dead connection is handed out.
 pub fn check_no_dead_connection_after_up(f: &Figures) -> Result<String, String> {
     let figure = format!("{} dead connections handed out after up", f.dead_after_up);
     if f.dead_after_up == 0 {
@@ -513,7 +513,7 @@ pub fn check_no_dead_connection_after_up(f: &Figures) -> Result<String, String> 
     }
 }
 
-/// Issue 13: the first success lands within 10 ms of the server accepting
+/// The first success lands within 10 ms of the server accepting
 /// again.
 pub fn check_first_success_within_10ms(f: &Figures) -> Result<String, String> {
     let figure = format!("first success {:?} after up", f.first_success);
@@ -523,7 +523,7 @@ pub fn check_first_success_within_10ms(f: &Figures) -> Result<String, String> {
     }
 }
 
-/// Issue 13: 90 % of the pre-fault throughput within 100 ms.
+/// 90 % of the pre-fault throughput within 100 ms.
 pub fn check_90pct_within_100ms(f: &Figures) -> Result<String, String> {
     let figure = format!("90 % throughput {:?} after up", f.to_90pct);
     match f.to_90pct {
@@ -532,7 +532,7 @@ pub fn check_90pct_within_100ms(f: &Figures) -> Result<String, String> {
     }
 }
 
-/// Issue 13 (with issue 7): while the server is down, every caller gets a
+/// While the server is down (fail fast), every caller gets a
 /// fast error and none waits out its acquire timeout.
 pub fn check_fast_errors_while_down(f: &Figures) -> Result<String, String> {
     let figure = format!(

@@ -1,4 +1,4 @@
-//! Failover in `PostgresManager` (issue 13 item 5), against two clusters
+//! Failover in `PostgresManager`, against two clusters
 //! the test owns: with both hosts listed and `target_session_attrs =
 //! read-write`, a connect skips a read-only server, and when the primary
 //! turns read-only under load (`default_transaction_read_only` flipped on it
@@ -66,7 +66,7 @@ async fn pool_sessions(cluster: &Cluster, app: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_connect_skips_a_read_only_server() {
     let _serial = fault_support::serial().await;
     let (a, b) = two_clusters().await;
@@ -90,7 +90,7 @@ async fn a_connect_skips_a_read_only_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn writes_follow_the_primary_after_a_read_only_flip() {
     let _serial = fault_support::serial().await;
     let (a, b) = two_clusters().await;

@@ -1,10 +1,10 @@
-//! The fault suite (issue 13): a `Pool<PostgresManager>` under load while a
+//! The fault suite: a `Pool<PostgresManager>` under load while a
 //! PostgreSQL cluster the test owns is terminated, stopped, killed or cut
 //! off by a blackholing proxy. Every scenario asserts the invariants (no
 //! task stuck, no operation past its bound, the pool's server sessions
 //! never above `max_size`, no slot lost, a fresh `get()` works after
-//! recovery) and prints the figures issue 13 names (`--nocapture`), with a
-//! verdict on each of its targets: outcomes asserted, timings reported (see
+//! recovery) and prints its figures (`--nocapture`), with a verdict on
+//! each of the fault targets (`fault_support`): outcomes asserted, timings reported (see
 //! `fault_support::Enforce`).
 //!
 //! Run: `cargo test -p pool-core --all-features --test fault_pg -- --include-ignored --nocapture`.
@@ -78,7 +78,7 @@ async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_all_backends_once() {
     let _serial = fault_support::serial().await;
     let app = "fault_terminate_once";
@@ -103,7 +103,8 @@ async fn terminate_all_backends_once() {
         "the fault hit a working pool"
     );
     assert_invariants(&pool, &f).await;
-    // Issue 13 item 1 (has_broken at checkout, the failure epoch).
+    // No dead connection handed out (has_broken at checkout, the failure
+    // epoch).
     target(
         "query errors <= connections killed",
         check_errors_per_kill(&f),
@@ -111,7 +112,7 @@ async fn terminate_all_backends_once() {
     );
     // Reported only: a checkout in the moment between the kill and the
     // client reading its socket's end (before any failure is seen) can
-    // still get a dead one; the issue's bound for a kill is the line above.
+    // still get a dead one; the target bound for a kill is the line above.
     target(
         "no dead connection after the kill",
         check_no_dead_connection_after_up(&f),
@@ -125,7 +126,7 @@ async fn terminate_all_backends_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_backends_repeatedly() {
     let _serial = fault_support::serial().await;
     let app = "fault_terminate_repeat";
@@ -167,7 +168,7 @@ async fn terminate_backends_repeatedly() {
     f.print();
     assert!(killed > 0, "the fault hit a working pool");
     assert_invariants(&pool, &f).await;
-    // Issue 13 item 1: see `terminate_all_backends_once`.
+    // No dead connection handed out: see `terminate_all_backends_once`.
     target(
         "query errors <= connections killed",
         check_errors_per_kill(&f),
@@ -176,7 +177,7 @@ async fn terminate_backends_repeatedly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn stop_the_server_for_3s() {
     let _serial = fault_support::serial().await;
     let app = "fault_stop";
@@ -199,8 +200,8 @@ async fn stop_the_server_for_3s() {
     let f = Figures::compute("stop 3 s", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
-    // Issue 7 (fail fast) asserted; issue 13 item 2 (instant recovery)
-    // timings reported.
+    // Fail fast asserted; the recovery timings (first success, 90 %
+    // throughput) reported.
     target(
         "fast errors while down",
         check_fast_errors_while_down(&f),
@@ -216,7 +217,7 @@ async fn stop_the_server_for_3s() {
         check_90pct_within_100ms(&f),
         Enforce::No,
     );
-    // Issue 13 item 1: no dead connection after a restart.
+    // No dead connection after a restart.
     target(
         "no dead connection after restart",
         check_no_dead_connection_after_up(&f),
@@ -225,7 +226,7 @@ async fn stop_the_server_for_3s() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_the_postmaster_and_restart() {
     let _serial = fault_support::serial().await;
     let app = "fault_kill9";
@@ -271,7 +272,7 @@ async fn kill_9_the_postmaster_and_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn blackhole_the_network_under_load() {
     let _serial = fault_support::serial().await;
     let app = "fault_blackhole_load";
@@ -319,11 +320,11 @@ async fn blackhole_the_network_under_load() {
     );
 }
 
-/// Issue 13 item 4: a checkout that meets a half-open connection returns
+/// A checkout that meets a half-open connection returns
 /// within the validation timeout plus the time to look for another one, and
 /// the connection is closed, not returned to the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_blackholed_connection_is_closed_at_checkout() {
     let _serial = fault_support::serial().await;
     let app = "fault_blackhole_checkout";

@@ -127,7 +127,7 @@ pub(super) fn summary(ops: &[Op], side: Side) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs initdb (PostgreSQL server binaries): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn promote_the_standby_under_load() {
     let _serial = SERIAL.lock().await;
     let (primary, standby) = primary_and_standby().await;

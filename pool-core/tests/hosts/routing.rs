@@ -21,7 +21,7 @@ async fn in_recovery(conn: &pool_core::managers::tokio_postgres::PgClient) -> bo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs initdb (PostgreSQL server binaries): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn writes_go_to_the_primary_reads_to_the_standby() {
     let _serial = SERIAL.lock().await;
     let (primary, standby) = primary_and_standby().await;

@@ -26,7 +26,7 @@ fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs initdb (PostgreSQL server binaries): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn sqlx_hosts_follow_a_promotion_under_load() {
     let _serial = SERIAL.lock().await;
     let (primary, standby) = primary_and_standby().await;

@@ -228,7 +228,7 @@ mod postgres {
 
     /// `after_connect` runs on the connections the pool opens.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn pool_should_invoke_after_connect() {
         bounded(async {
             let counter = CountConnects::default();
@@ -247,7 +247,7 @@ mod postgres {
     /// Transactions left after a failed statement come back to the pool:
     /// three in a row on a pool of two do not run it dry.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn pool_should_be_returned_failed_transactions() {
         bounded(async {
             let pool = connect(
@@ -324,7 +324,7 @@ mod postgres {
     /// The pattern of `super::test_pool_callbacks`, through `&pool` as an
     /// executor, one checkout per query.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn test_pool_callbacks() {
         bounded(async {
             let hooks = TableCounting::default();
@@ -374,7 +374,7 @@ mod postgres {
     /// time (sqlx keeps its own copy ignored; here it runs with the
     /// database suites).
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn test_connection_maintenance() {
         bounded(async {
             let seen = Recording::default();
@@ -412,7 +412,7 @@ mod postgres {
 
     /// A multi-statement simple query through `&pool` returns every row.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn it_executes_with_pool() {
         bounded(async {
             let pool = connect(options()).await;
@@ -426,7 +426,7 @@ mod postgres {
     /// A failed statement through `&pool` leaves the pool usable, ten times
     /// over.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn it_can_fail_and_recover_with_pool() {
         bounded(async {
             let pool = connect(options()).await;
@@ -452,7 +452,7 @@ mod postgres {
     /// deadlocks, and `close()` ends it. (sqlx runs it for 30 s by hand;
     /// here 2 s, every loop bounded.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn pool_smoke_test() {
         use std::future::Future;
         use std::pin::pin;
@@ -515,7 +515,7 @@ mod postgres {
     /// Three tasks on a pool of one each take a connection, query, give it
     /// back, and take one again: all are served.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn test_issue_622() {
         bounded(async {
             let pool = connect(options().max_size(1)).await;
@@ -547,7 +547,7 @@ mod postgres {
     /// by dropping their guards; the unlocks a dropped guard queues are
     /// sent when its connection comes back to the pool.
     #[tokio::test]
-    #[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+    #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
     async fn test_advisory_locks() {
         bounded(async {
             let pool = connect(options().max_size(2)).await;

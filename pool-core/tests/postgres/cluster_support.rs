@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_then_restart_on_the_same_port() {
     let cluster = tokio::task::spawn_blocking(cluster::Cluster::start)
         .await

@@ -13,7 +13,7 @@ use pool_core::ManageConnection;
 use tokio_postgres::NoTls;
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired() {
     let url = pg_env::database_url("timed_out_query_is_cancelled");
     let admin = pg_env::admin(&url).await;
@@ -55,7 +55,7 @@ async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired()
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn query_within_the_limit_passes_through() {
     let url = pg_env::database_url("query_within_the_limit");
     let m = PostgresManager::new(pg_env::config(&url), NoTls);
@@ -142,7 +142,7 @@ fn via_proxy(direct: &tokio_postgres::Config, port: u16) -> tokio_postgres::Conf
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn cancel_that_cannot_reach_the_server_is_reported() {
     let url = pg_env::database_url("cancel_unreachable");
     let direct = pg_env::config(&url);
@@ -170,7 +170,7 @@ async fn cancel_that_cannot_reach_the_server_is_reported() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
     let url = pg_env::database_url("cancel_hangs");
     let direct = pg_env::config(&url);

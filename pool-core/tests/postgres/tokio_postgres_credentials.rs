@@ -42,7 +42,7 @@ async fn pid(conn: &pool_core::managers::tokio_postgres::PgClient) -> i32 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL binaries (initdb): run with --include-ignored (scripts/test.sh does)"]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn rotating_the_password_needs_no_restart() {
     let cluster = tokio::task::spawn_blocking(cluster::Cluster::start)
         .await

@@ -56,7 +56,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 fn a_fleet_budget_holds_across_processes() {
     match std::env::var(CHILD_ENV) {
         Ok(spec) => runtime().block_on(child(&spec)),
@@ -313,7 +313,7 @@ async fn sample(
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     let url = cluster::database_url();
     let name = format!("pc_fleet_small_{}", std::process::id());

@@ -10,7 +10,7 @@ use pool_core::ManageConnection;
 use tokio_postgres::NoTls;
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn connects_validates_and_sees_a_terminated_backend() {
     let url = pg_env::database_url("connects_validates");
     let admin = pg_env::admin(&url).await;
@@ -38,7 +38,7 @@ async fn connects_validates_and_sees_a_terminated_backend() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn is_valid_fails_once_the_backend_is_gone_even_before_the_client_knows() {
     let url = pg_env::database_url("is_valid_fails");
     let admin = pg_env::admin(&url).await;
@@ -79,7 +79,7 @@ async fn prepared_on_server(conn: &tokio_postgres::Client) -> usize {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn prepare_cached_reuses_statements_per_connection() {
     let url = pg_env::database_url("prepare_cached");
     let m = PostgresManager::new(pg_env::config(&url), NoTls);
@@ -121,7 +121,7 @@ async fn prepare_cached_reuses_statements_per_connection() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn statement_cache_respects_its_capacity() {
     let url = pg_env::database_url("statement_cache_capacity");
     let off = PostgresManager::new(pg_env::config(&url), NoTls).statement_cache_capacity(0);

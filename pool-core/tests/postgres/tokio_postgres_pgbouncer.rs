@@ -230,7 +230,7 @@ async fn load(pool: &Pool<PostgresManager<NoTls>>) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn transaction_pooler_mode_works_behind_pgbouncer() {
     let _one = RELAYS.lock().await;
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
@@ -271,7 +271,7 @@ async fn transaction_pooler_mode_works_behind_pgbouncer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn session_mode_behind_pgbouncer_breaks_on_named_statements() {
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
@@ -308,7 +308,7 @@ impl Write for Captured {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn session_state_through_the_pooled_client_is_warned_about() {
     let _one = RELAYS.lock().await;
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
@@ -445,7 +445,7 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
     let _one = RELAYS.lock().await;
     // Directly on the server, so pg_prepared_statements shows this session.
@@ -664,7 +664,7 @@ async fn load_paths(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs PostgreSQL and pgbouncer: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let _one = RELAYS.lock().await;
     let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");

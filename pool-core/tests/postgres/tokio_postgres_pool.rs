@@ -40,7 +40,7 @@ async fn connections_on_server(admin: &tokio_postgres::Client, tag: &str) -> i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn concurrent_queries_stay_within_the_bound() {
     let url = pg_env::database_url("concurrent_queries");
     const MAX: u32 = 4;
@@ -100,7 +100,7 @@ async fn concurrent_queries_stay_within_the_bound() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn dropped_transaction_is_never_handed_out_still_open() {
     let url = pg_env::database_url("dropped_transaction_pool");
     let tag = pg_env::table("tx_tp");
@@ -170,7 +170,7 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_does_not_delay_the_next_checkout() {
     let url = pg_env::database_url("timed_out_query_pool");
     let tag = pg_env::table("abandon_tp");

@@ -50,7 +50,7 @@ async fn drop_table(conn: &PgClient, table: &str) {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
     let url = pg_env::database_url("dropped_transaction_is_rolled_back");
     let admin = pg_env::admin(&url).await;
@@ -90,7 +90,7 @@ async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
     let url = pg_env::database_url("leaked_transaction");
     // With no reset, a transaction that is never dropped (so tokio-postgres
@@ -119,7 +119,7 @@ async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn only_unfinished_transactions_need_a_reset() {
     let url = pg_env::database_url("unfinished_transactions");
     let m = manager(&url, ResetMode::Rollback);
@@ -174,7 +174,7 @@ async fn only_unfinished_transactions_need_a_reset() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn raw_begin_needs_a_mode_that_checks_every_return() {
     let url = pg_env::database_url("raw_begin");
     // Rollback mode cannot see a BEGIN sent as SQL, and says so.
@@ -211,7 +211,7 @@ async fn raw_begin_needs_a_mode_that_checks_every_return() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn failed_transaction_is_recovered() {
     let url = pg_env::database_url("failed_transaction");
     for mode in [
@@ -237,7 +237,7 @@ async fn failed_transaction_is_recovered() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn clean_mode_restores_the_session() {
     let url = pg_env::database_url("clean_mode");
     let admin = pg_env::admin(&url).await;
@@ -295,7 +295,7 @@ async fn clean_mode_restores_the_session() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn none_mode_never_asks_for_a_reset() {
     let url = pg_env::database_url("none_mode");
     let m = manager(&url, ResetMode::None);

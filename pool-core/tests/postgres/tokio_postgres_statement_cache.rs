@@ -20,7 +20,7 @@ async fn on_server(conn: &PgClient) -> Vec<String> {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
     let url = cluster::database_url();
     let m =
@@ -58,7 +58,7 @@ async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
 }
 
 #[tokio::test]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn queries_past_capacity_stay_correct_and_the_cache_stays_bounded() {
     let url = cluster::database_url();
     let m =

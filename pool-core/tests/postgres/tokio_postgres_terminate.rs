@@ -64,7 +64,7 @@ struct Op {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn with_validation_no_dead_connection_is_handed_out() {
     let url = pg_env::database_url("terminate_with_validation");
     const MAX: u32 = 4;
@@ -165,7 +165,7 @@ async fn with_validation_no_dead_connection_is_handed_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn without_validation_a_failed_connection_is_not_reused() {
     let url = pg_env::database_url("terminate_without_validation");
     const MAX: u32 = 4;

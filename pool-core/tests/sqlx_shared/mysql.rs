@@ -85,7 +85,7 @@ async fn assert_clean(monitor: &mut MySqlConnection, conn: &mut MySqlConnection,
     );
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn clean_returns_need_no_reset() {
     let manager = manager(ResetMode::Tracked).await;
@@ -101,7 +101,7 @@ async fn clean_returns_need_no_reset() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back() {
     let manager = manager(ResetMode::Tracked).await;
@@ -120,7 +120,7 @@ async fn dropped_transaction_is_rolled_back() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn forgotten_nested_transactions_are_rolled_back() {
     let manager = manager(ResetMode::Tracked).await;
@@ -141,7 +141,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn raw_begin_is_caught_in_strict_mode() {
     let manager = manager(ResetMode::Strict).await;
@@ -160,7 +160,7 @@ async fn raw_begin_is_caught_in_strict_mode() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_are_caught_in_strict_mode() {
     let manager = manager(ResetMode::Strict).await;
@@ -202,7 +202,7 @@ async fn session_id(conn: &mut MySqlConnection) -> u64 {
         .unwrap()
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_runs_concurrent_queries_within_max_size() {
     let manager = manager(ResetMode::Tracked).await;
@@ -241,7 +241,7 @@ async fn pool_runs_concurrent_queries_within_max_size() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn pool_rolls_back_dropped_and_raw_transactions() {
     let manager = manager(ResetMode::Strict).await;

@@ -75,7 +75,7 @@ fn owned<T: Send + 'static>(value: T) -> T {
     value
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn pool_is_an_executor_with_one_checkout_per_query() {
     bounded(async {
@@ -121,7 +121,7 @@ async fn pool_is_an_executor_with_one_checkout_per_query() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_commit_keeps_the_rows() {
     bounded(async {
@@ -140,7 +140,7 @@ async fn begin_then_commit_keeps_the_rows() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_rollback_drops_the_rows() {
     bounded(async {
@@ -157,7 +157,7 @@ async fn begin_then_rollback_drops_the_rows() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     bounded(async {
@@ -181,7 +181,7 @@ async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_on_a_closed_pool_is_pool_closed() {
     bounded(async {
@@ -194,7 +194,7 @@ async fn begin_on_a_closed_pool_is_pool_closed() {
     .await;
 }
 
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
     bounded(async {
@@ -223,7 +223,7 @@ async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
 /// `pool.begin()` dropped after 0 to 5 polls (with the reply given time to
 /// arrive in between): whether it was waiting, had its `BEGIN` in flight or
 /// had it answered, the next checkout is outside any transaction.
-#[ignore = "needs MariaDB: run with --include-ignored and MYSQL_URL (scripts/test.sh does)"]
+#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_at_any_point_leaves_no_transaction() {
     bounded(async {

@@ -84,7 +84,7 @@ fn owned<T: Send + 'static>(value: T) -> T {
     value
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn pool_is_an_executor_with_one_checkout_per_query() {
     bounded(async {
@@ -129,7 +129,7 @@ async fn pool_is_an_executor_with_one_checkout_per_query() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_commit_keeps_the_rows() {
     bounded(async {
@@ -148,7 +148,7 @@ async fn begin_then_commit_keeps_the_rows() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_then_rollback_drops_the_rows() {
     bounded(async {
@@ -165,7 +165,7 @@ async fn begin_then_rollback_drops_the_rows() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     bounded(async {
@@ -189,7 +189,7 @@ async fn transaction_dropped_in_another_task_is_rolled_back_before_reuse() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_on_a_closed_pool_is_pool_closed() {
     bounded(async {
@@ -202,7 +202,7 @@ async fn begin_on_a_closed_pool_is_pool_closed() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
     bounded(async {
@@ -228,7 +228,7 @@ async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
 /// `pool.begin()` dropped after 0 to 5 polls (with the reply given time to
 /// arrive in between): whether it was waiting, had its `BEGIN` in flight or
 /// had it answered, the next checkout is outside any transaction.
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_at_any_point_leaves_no_transaction() {
     bounded(async {
@@ -250,6 +250,104 @@ async fn begin_cancelled_at_any_point_leaves_no_transaction() {
             );
         }
         pool.close().await;
+    })
+    .await;
+}
+
+/// A function generic over `sqlx::Acquire`, as sqlx code writes it: a
+/// transaction of its own on whatever it is given.
+async fn insert_through<'c, A>(conn: A, tag: &str) -> Result<(), sqlx::Error>
+where
+    A: sqlx::Acquire<'c, Database = sqlx::Postgres>,
+{
+    let mut tx = conn.begin().await?;
+    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+        .bind(tag)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// `pool.acquire().await?` in a function that returns `sqlx::Error`.
+async fn count_with_acquire(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+        .bind(tag)
+        .fetch_one(&mut *conn)
+        .await
+}
+
+/// `pool.get()` kept, its error turned into `sqlx::Error`.
+async fn count_with_get(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+    let mut conn = pool
+        .get()
+        .await
+        .map_err(crate::drivers::pool_sqlx::into_sqlx_error)?;
+    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+        .bind(tag)
+        .fetch_one(&mut *conn)
+        .await
+}
+
+/// Where sqlx code names `sqlx::Transaction<'static, Postgres>`.
+struct UnitOfWork {
+    tx: Transaction<PgConnection>,
+}
+
+/// Where sqlx code takes `&mut sqlx::Transaction<'_, Postgres>`.
+async fn insert_in(tx: &mut PgConnection, tag: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+        .bind(tag)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Each row of MIGRATION.md's porting table, with its replacement line.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn a_pgpool_program_ports_with_the_documented_lines() {
+    bounded(async {
+        let pool = single().await;
+        let tag = unique_tag("pg-porting");
+
+        // `acquire()` and `?` into `sqlx::Error`.
+        assert_eq!(count_with_acquire(&pool, &tag).await.unwrap(), 0);
+
+        // `Acquire` with `&pool`: `&mut pool.acquire().await?`.
+        insert_through(&mut pool.acquire().await.unwrap(), &tag)
+            .await
+            .unwrap();
+        assert_eq!(rows(&pool, &tag).await, 1);
+
+        // `Acquire` with `&mut tx`: unchanged (a savepoint in `tx`).
+        let mut tx = pool.begin().await.unwrap();
+        insert_through(&mut tx, &tag).await.unwrap();
+        insert_in(&mut tx, &tag).await.unwrap();
+        assert!(
+            server_in_transaction(&mut tx).await,
+            "still in the outer one"
+        );
+        tx.rollback().await.unwrap();
+        assert_eq!(rows(&pool, &tag).await, 1, "the savepoint went with it");
+
+        // `Transaction<'static, Postgres>` in a struct: `Transaction<PgConnection>`.
+        let mut unit = owned(UnitOfWork {
+            tx: pool.begin().await.unwrap(),
+        });
+        insert_in(&mut unit.tx, &tag).await.unwrap();
+        unit.tx.commit().await.unwrap();
+        assert_eq!(rows(&pool, &tag).await, 2);
+        assert_eq!(count_with_get(&pool, &tag).await.unwrap(), 2);
+
+        // `size()` and `num_idle()`.
+        assert_eq!((pool.size(), pool.num_idle()), (1, 1));
+        let held = pool.acquire().await.unwrap();
+        assert_eq!((pool.size(), pool.num_idle()), (1, 0));
+        drop(held);
+        pool.close().await;
+        assert!(pool.is_closed());
+        assert!(matches!(pool.acquire().await, Err(sqlx::Error::PoolClosed)));
     })
     .await;
 }

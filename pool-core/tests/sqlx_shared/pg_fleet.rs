@@ -61,7 +61,7 @@ fn is_exhausted(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Configuration(cause) if cause.is::<FleetBudgetExhausted>())
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pools_under_one_budget_never_hold_more_than_it() {
     bounded(async {
@@ -207,7 +207,7 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
     bounded(async {

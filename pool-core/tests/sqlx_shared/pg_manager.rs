@@ -65,7 +65,7 @@ async fn assert_clean(monitor: &mut PgConnection, conn: &mut PgConnection, pid: 
     assert!(!conn.is_in_transaction());
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn clean_returns_need_no_reset() {
     let manager = manager(ResetMode::Tracked);
@@ -89,7 +89,7 @@ async fn clean_returns_need_no_reset() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back() {
     let manager = manager(ResetMode::Tracked);
@@ -111,7 +111,7 @@ async fn dropped_transaction_is_rolled_back() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn forgotten_nested_transactions_are_rolled_back() {
     let manager = manager(ResetMode::Tracked);
@@ -134,7 +134,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
     let manager = manager(ResetMode::Tracked);
@@ -161,7 +161,7 @@ async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_are_caught_in_strict_mode() {
     let manager = manager(ResetMode::Strict);
@@ -186,7 +186,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn raw_begin_is_caught_in_strict_mode() {
     let manager = manager(ResetMode::Strict);
@@ -205,7 +205,7 @@ async fn raw_begin_is_caught_in_strict_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
     let manager = manager(ResetMode::Strict);
@@ -230,7 +230,7 @@ async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn strict_mode_keeps_statement_cache() {
     let manager = manager(ResetMode::Strict);

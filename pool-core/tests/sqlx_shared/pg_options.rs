@@ -13,7 +13,7 @@ use crate::drivers::sqlx;
 use crate::drivers::sqlx::{Connection, PgConnection};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_provider_is_called_once_per_connect() {
     bounded(async {
@@ -131,7 +131,7 @@ async fn three_queries(conn: &mut PgConnection, persistent: bool) {
     }
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn transaction_pooler_mode_keeps_no_prepared_statements() {
     bounded(async {

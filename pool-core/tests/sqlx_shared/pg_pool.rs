@@ -86,7 +86,7 @@ async fn assert_returned_clean(pool: &PgPool, monitor: &mut PgConnection, pid: i
     assert!(!runs_inside_open_transaction(&mut conn).await);
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_queries_stay_within_max_size() {
     let options = options();
@@ -150,7 +150,7 @@ async fn concurrent_queries_stay_within_max_size() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back_on_return() {
     let options = options();
@@ -168,7 +168,7 @@ async fn dropped_transaction_is_rolled_back_on_return() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_on_a_busy_server_is_rolled_back_in_tracked_mode() {
     let options = options();
@@ -189,7 +189,7 @@ async fn begin_cancelled_on_a_busy_server_is_rolled_back_in_tracked_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
     let options = options();
@@ -225,7 +225,7 @@ async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
     .await;
 }
 
-#[ignore = "needs PostgreSQL: run with --include-ignored and DATABASE_URL (scripts/test.sh does)"]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn terminated_backends_are_not_reused_without_validation() {
     let options = options();

@@ -503,7 +503,7 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 
 /// Checks out `n` connections together and returns them, so none is fresh
 /// any more: a fresh connection's first checkout skips validation and
-/// `before_acquire` (SPEC 12), which tests of those checks must get past.
+/// `before_acquire`, which tests of those checks must get past.
 pub async fn use_each<M: ManageConnection>(pool: &pool_core::Pool<M>, n: usize) {
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {

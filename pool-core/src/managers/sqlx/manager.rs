@@ -243,7 +243,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
 
     /// A connect refused for want of a fleet budget ticket is capacity, not
     /// a database failure: callers keep waiting (within `acquire_timeout`)
-    /// instead of failing fast (SPEC points 13 and 29).
+    /// instead of failing fast (a fleet budget is a limit, not a fault).
     fn is_capacity_refusal(&self, error: &Error) -> bool {
         matches!(error, Error::Configuration(cause)
             if cause.is::<crate::managers::fleet::FleetBudgetExhausted>())

@@ -11,10 +11,20 @@
 //! - [`Pool::begin`](crate::Pool::begin) returns an owned [`Transaction<C>`]
 //!   (`Send + 'static`, derefs to `C`, `commit()`, `rollback()`, rolled back
 //!   when dropped).
-//! - `pool.get().await?` gives a guard that derefs to `C`: `&mut *conn` is
-//!   an executor and an `Acquire`, as sqlx's `PoolConnection` is.
-//! - `&Pool` is not an `Acquire`: its `begin` must return sqlx's
-//!   `Transaction<'c>`, which can own only sqlx's own pooled connection.
+//! - `pool.acquire().await?` (sqlx's name and error; `pool.get()` is the
+//!   same checkout with the pool's own error) gives a guard that derefs to
+//!   `C`: `&mut *conn` is an executor, and `&mut conn` (like `&mut *conn`)
+//!   is a `sqlx::Acquire`, as sqlx's `PoolConnection` is. So is `&mut tx`
+//!   for a [`Transaction`] (its `begin()` opens a savepoint).
+//! - `pool.size()`, `pool.num_idle()`, `pool.is_closed()`, `pool.close()`
+//!   and `pool.close_event()` as on sqlx's pool.
+//! - `&Pool` is not an `Acquire`: `Acquire::begin` must return sqlx's
+//!   `Transaction<'c, DB>`, which can only borrow a connection for `'c` or
+//!   own sqlx's own pooled connection, and a connection checked out of this
+//!   pool inside `begin` cannot be lent past it. Pass `&mut
+//!   pool.acquire().await?` where sqlx code takes an `Acquire` (for
+//!   example `Migrator::run`), and name [`Transaction<C>`] where it names
+//!   `sqlx::Transaction<'static, DB>`.
 //!
 //! # How a returned connection is cleaned
 //!
@@ -134,6 +144,7 @@ mod manager;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx-mysql")))]
 mod mysql;
 mod password;
+mod pool;
 #[cfg(feature = "sqlx-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx-postgres")))]
 mod postgres;

@@ -187,7 +187,9 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
 }
 
 /// What a failed checkout becomes where sqlx's error type is expected (the
-/// pool as an executor, [`Pool::begin`](crate::Pool::begin)):
+/// pool as an executor, [`Pool::begin`](crate::Pool::begin),
+/// [`Pool::acquire`](crate::Pool::acquire); `pool.get().await.map_err(into_sqlx_error)?`
+/// in your own code):
 /// `PoolError::Timeout` is `sqlx::Error::PoolTimedOut`, `Closed` is
 /// `PoolClosed`, `Backend(e)` is `e`, and `ConnectFailed(e)` (fail fast) is
 /// `e` when this caller holds the only reference, else an `Io` error with

@@ -1,5 +1,6 @@
 //! Pools sqlx 0.8 connections: the same [`SqlxManager<C>`],
-//! [`Transaction<C>`], `Pool::begin` and `Executor for &Pool` as
+//! [`Transaction<C>`], `Pool::begin`, `Pool::acquire`, `Executor for
+//! &Pool` and `Acquire` for `&mut` of a checked-out connection as
 //! `managers::sqlx` on sqlx 0.9, built from the same source
 //! over sqlx 0.8, for `PgConnection`, `MySqlConnection` and
 //! `SqliteConnection` behind the features `sqlx08-postgres`, `sqlx08-mysql`
@@ -100,6 +101,8 @@ mod manager;
 mod mysql;
 #[path = "../sqlx/password.rs"]
 mod password;
+#[path = "../sqlx/pool.rs"]
+mod pool;
 #[cfg(feature = "sqlx08-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx08-postgres")))]
 #[path = "../sqlx/postgres.rs"]

@@ -601,7 +601,7 @@ where
 
     /// A connect refused because the fleet budget had no free ticket is
     /// a capacity refusal, not a database failure: fail fast does not
-    /// apply (SPEC 29).
+    /// apply (callers keep waiting within `acquire_timeout`).
     fn is_capacity_refusal(&self, error: &PgError) -> bool {
         error.is_fleet_budget_exhausted()
     }
