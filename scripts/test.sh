@@ -158,29 +158,36 @@ tests "$log" "tests, paused clock" \
 
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
-  # The test files whose every ignored test needs only initdb; a file that
-  # mixes in another reason would run that one too, so it is left out (and
-  # said so).
-  # A test binary is a file under pool-core/tests/ or a folder there with
-  # a main.rs (all its files).
-  initdb_tests=()
+  # The tests whose every ignored test needs only initdb, by test binary:
+  # a file under pool-core/tests/ is one; a folder there with a main.rs is
+  # one whose modules are its other files, picked one by one (a module
+  # that also has tests needing a URL is left out, and said so).
+  ran_initdb=false
   for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
     if [[ $target == */main.rs ]]; then
       name=$(basename "$(dirname "$target")")
-      sources=("$(dirname "$target")"/*.rs)
+      modules=("$(dirname "$target")"/*.rs)
     else
       name=$(basename "$target" .rs)
-      sources=("$target")
+      modules=("$target")
     fi
-    grep -q 'ignore = "needs initdb' "${sources[@]}" || continue
-    if grep -h '#\[ignore' "${sources[@]}" | grep -vq 'needs initdb'; then
-      echo "test.sh: test $name also has tests that need a URL: its initdb tests stay ignored"
-      continue
-    fi
-    initdb_tests+=(--test "$name")
+    filters=()
+    found=false
+    for source in "${modules[@]}"; do
+      if ! grep -q 'ignore = "needs initdb' "$source"; then continue; fi
+      if grep -h '#\[ignore' "$source" | grep -vq 'needs initdb'; then
+        echo "test.sh: $source also has tests that need a URL: its initdb tests stay ignored"
+        continue
+      fi
+      found=true
+      if [[ $target == */main.rs ]]; then filters+=("$(basename "$source" .rs)::"); fi
+    done
+    if ! $found; then continue; fi
+    ran_initdb=true
+    tests "$ran_alone" "tests that need only initdb ($name)" \
+      cargo test --workspace --all-features --no-fail-fast --test "$name" -- --ignored "${filters[@]}"
   done
-  tests "$ran_alone" "tests that need only initdb" \
-    cargo test --workspace --all-features --no-fail-fast "${initdb_tests[@]}" -- --ignored
+  $ran_initdb || echo "test.sh: no test needs only initdb"
 fi
 
 step "tests, production clock (pool-core without tokio-clock)"
