@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
+use super::drivers::sqlx;
+use super::drivers::sqlx::{Connection, Executor, MySqlConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::{ResetMode, SqlxManager};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::{Connection, Executor, MySqlConnection};
 use futures::FutureExt;
 use pool_core::{ManageConnection, Pool, PoolConfig};
 
@@ -19,7 +19,7 @@ macro_rules! table {
 }
 
 async fn manager(mode: ResetMode) -> SqlxManager<MySqlConnection> {
-    let url = crate::require::url("MYSQL_URL");
+    let url = super::require::url("MYSQL_URL");
     let manager = SqlxManager::<MySqlConnection>::from_url(&url)
         .expect("MYSQL_URL parses")
         .reset_mode(mode);

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{SqlxManager, Transaction};
+use super::drivers::sqlx;
+use super::drivers::sqlx::{Connection, MySqlConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::{SqlxManager, Transaction};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::{Connection, MySqlConnection};
 use pool_core::{Pool, PoolConfig};
 
 type MyPool = Pool<SqlxManager<MySqlConnection>>;
@@ -14,7 +14,7 @@ type MyPool = Pool<SqlxManager<MySqlConnection>>;
 /// A pool of one connection, so every checkout gets the same backend, with
 /// the table the tests write to.
 async fn single() -> MyPool {
-    let url = crate::require::url("MYSQL_URL");
+    let url = super::require::url("MYSQL_URL");
     let config = PoolConfig::builder()
         .name("mysql-dropin")
         .max_size(1)
@@ -198,7 +198,7 @@ async fn begin_on_a_closed_pool_is_pool_closed() {
 #[tokio::test]
 async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
     bounded(async {
-        let url = crate::require::url("MYSQL_URL");
+        let url = super::require::url("MYSQL_URL");
         let config = PoolConfig::builder()
             .max_size(1)
             .acquire_timeout(Duration::from_millis(200))

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{SqlxManager, Transaction};
+use super::drivers::sqlx;
+use super::drivers::sqlx::{Connection, Executor, PgConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::{SqlxManager, Transaction};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::{Connection, Executor, PgConnection};
 use pool_core::{Pool, PoolConfig};
 
 type PgPool = Pool<SqlxManager<PgConnection>>;
@@ -14,7 +14,7 @@ type PgPool = Pool<SqlxManager<PgConnection>>;
 /// A pool of one connection, so every checkout gets the same backend, with
 /// the table the tests write to.
 async fn single() -> PgPool {
-    let url = crate::require::url("DATABASE_URL");
+    let url = super::require::url("DATABASE_URL");
     let config = PoolConfig::builder()
         .name("pg-dropin")
         .max_size(1)
@@ -206,7 +206,7 @@ async fn begin_on_a_closed_pool_is_pool_closed() {
 #[tokio::test]
 async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
     bounded(async {
-        let url = crate::require::url("DATABASE_URL");
+        let url = super::require::url("DATABASE_URL");
         let config = PoolConfig::builder()
             .max_size(1)
             .acquire_timeout(Duration::from_millis(200))
@@ -282,7 +282,7 @@ async fn count_with_get(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
     let mut conn = pool
         .get()
         .await
-        .map_err(crate::drivers::pool_sqlx::into_sqlx_error)?;
+        .map_err(super::drivers::pool_sqlx::into_sqlx_error)?;
     sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
         .bind(tag)
         .fetch_one(&mut *conn)

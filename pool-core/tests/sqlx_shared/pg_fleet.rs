@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::drivers::pool_sqlx::SqlxManager;
+use super::drivers::sqlx;
+use super::drivers::sqlx::{Connection, PgConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::SqlxManager;
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::{Connection, PgConnection};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 
@@ -65,7 +65,7 @@ fn is_exhausted(err: &sqlx::Error) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pools_under_one_budget_never_hold_more_than_it() {
     bounded(async {
-        let url = crate::require::url("DATABASE_URL");
+        let url = super::require::url("DATABASE_URL");
         let name = unique_tag("sqlx-fleet-pools");
         let manager = budgeted(&url, &name, TOTAL);
         let budget = manager.current_fleet_budget().expect("set").clone();
@@ -211,7 +211,7 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
     bounded(async {
-        let url = crate::require::url("DATABASE_URL");
+        let url = super::require::url("DATABASE_URL");
         let name = unique_tag("sqlx-fleet-connect");
         let manager = budgeted(&url, &name, 2);
         let budget = manager.current_fleet_budget().expect("set").clone();

@@ -5,18 +5,18 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
+use super::drivers::sqlx;
+use super::drivers::sqlx::postgres::PgConnectOptions;
+use super::drivers::sqlx::{Connection, Executor, PgConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::{ResetMode, SqlxManager};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::postgres::PgConnectOptions;
-use crate::drivers::sqlx::{Connection, Executor, PgConnection};
 use futures::FutureExt;
 use pool_core::{Pool, PoolConfig};
 
 type PgPool = Pool<SqlxManager<PgConnection>>;
 
 fn options() -> PgConnectOptions {
-    let url = crate::require::url("DATABASE_URL");
+    let url = super::require::url("DATABASE_URL");
     url.parse().expect("DATABASE_URL parses")
 }
 

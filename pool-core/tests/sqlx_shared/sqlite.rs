@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
+use super::drivers::sqlx;
+use super::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
 use crate::common::{bounded, unique_tag};
-use crate::drivers::pool_sqlx::{ResetMode, SqlxManager};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
-use crate::drivers::sqlx::{Connection, Executor, SqliteConnection};
 use pool_core::{ManageConnection, Pool, PoolConfig};
 
 fn manager(mode: ResetMode) -> SqlxManager<SqliteConnection> {

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use super::drivers::pool_sqlx::{SqlxManager, Transaction};
+use super::drivers::sqlx;
+use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
 use crate::common::bounded;
-use crate::drivers::pool_sqlx::{SqlxManager, Transaction};
-use crate::drivers::sqlx;
-use crate::drivers::sqlx::{Connection, Executor, SqliteConnection};
 use pool_core::{Pool, PoolConfig};
 
 type SqlitePool = Pool<SqlxManager<SqliteConnection>>;

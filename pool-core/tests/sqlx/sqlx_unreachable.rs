@@ -3,12 +3,10 @@
 //! nowhere. Needs no database server.
 #![cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql"))]
 
-mod common;
-
 use std::error::Error as _;
 use std::time::Duration;
 
-use common::bounded;
+use crate::common::bounded;
 use pool_core::managers::sqlx::{SqlxConnection, SqlxManager};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 

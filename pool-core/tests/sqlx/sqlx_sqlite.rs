@@ -5,15 +5,13 @@
 //! `sqlx_shared/`.
 #![cfg(feature = "sqlx-sqlite")]
 
-mod common;
-
 mod drivers {
     pub use ::sqlx;
     pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-#[path = "sqlx_shared/sqlite.rs"]
+#[path = "../sqlx_shared/sqlite.rs"]
 mod manager;
 
-#[path = "sqlx_shared/sqlite_dropin.rs"]
+#[path = "../sqlx_shared/sqlite_dropin.rs"]
 mod dropin;

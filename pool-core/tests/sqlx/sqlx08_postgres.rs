@@ -1,29 +1,27 @@
-//! `SqlxManager<PgConnection>` on sqlx 0.9 against a real PostgreSQL
+//! `SqlxManager<PgConnection>` on sqlx 0.8 against a real PostgreSQL
 //! (`DATABASE_URL`): a connection that comes back inside a transaction,
 //! however it got there, is not left in it, a clean one is left alone, the
 //! bound holds under concurrent queries, and the pool works as sqlx's own
 //! (`&pool` as an executor, `pool.begin()`). The test bodies are shared
 //! with the other sqlx version's file, in `sqlx_shared/`.
-#![cfg(feature = "sqlx-postgres")]
-
-mod common;
+#![cfg(feature = "sqlx08-postgres")]
 
 mod drivers {
-    pub use ::sqlx;
-    pub use pool_core::managers::sqlx as pool_sqlx;
+    pub use ::sqlx08 as sqlx;
+    pub use pool_core::managers::sqlx08 as pool_sqlx;
 }
 
-#[path = "sqlx_shared/require.rs"]
+#[path = "../sqlx_shared/require.rs"]
 mod require;
 
-#[path = "sqlx_shared/pg_manager.rs"]
+#[path = "../sqlx_shared/pg_manager.rs"]
 mod manager;
 
-#[path = "sqlx_shared/pg_pool.rs"]
+#[path = "../sqlx_shared/pg_pool.rs"]
 mod pool;
 
-#[path = "sqlx_shared/pg_dropin.rs"]
+#[path = "../sqlx_shared/pg_dropin.rs"]
 mod dropin;
 
-#[path = "sqlx_shared/pg_options.rs"]
+#[path = "../sqlx_shared/pg_options.rs"]
 mod options;

@@ -3,15 +3,13 @@
 //! sqlx 0.9 file, in `sqlx_shared/pg_fleet.rs`.
 #![cfg(feature = "sqlx08-postgres")]
 
-mod common;
-
 mod drivers {
     pub use ::sqlx08 as sqlx;
     pub use pool_core::managers::sqlx08 as pool_sqlx;
 }
 
-#[path = "sqlx_shared/require.rs"]
+#[path = "../sqlx_shared/require.rs"]
 mod require;
 
-#[path = "sqlx_shared/pg_fleet.rs"]
+#[path = "../sqlx_shared/pg_fleet.rs"]
 mod fleet;

@@ -12,14 +12,12 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "sqlx-postgres")]
 
-mod common;
-
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bounded;
+use crate::common::bounded;
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig, PoolerMode};
 use sqlx::postgres::{PgConnectOptions, PgConnection};

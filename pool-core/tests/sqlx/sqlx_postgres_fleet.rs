@@ -3,15 +3,13 @@
 //! sqlx 0.8 file, in `sqlx_shared/pg_fleet.rs`.
 #![cfg(feature = "sqlx-postgres")]
 
-mod common;
-
 mod drivers {
     pub use ::sqlx;
     pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-#[path = "sqlx_shared/require.rs"]
+#[path = "../sqlx_shared/require.rs"]
 mod require;
 
-#[path = "sqlx_shared/pg_fleet.rs"]
+#[path = "../sqlx_shared/pg_fleet.rs"]
 mod fleet;

@@ -5,18 +5,16 @@
 //! version's file, in `sqlx_shared/`.
 #![cfg(feature = "sqlx-mysql")]
 
-mod common;
-
 mod drivers {
     pub use ::sqlx;
     pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-#[path = "sqlx_shared/require.rs"]
+#[path = "../sqlx_shared/require.rs"]
 mod require;
 
-#[path = "sqlx_shared/mysql.rs"]
+#[path = "../sqlx_shared/mysql.rs"]
 mod manager;
 
-#[path = "sqlx_shared/mysql_dropin.rs"]
+#[path = "../sqlx_shared/mysql_dropin.rs"]
 mod dropin;
