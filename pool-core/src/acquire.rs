@@ -90,7 +90,7 @@ impl<M: ManageConnection> Shared<M> {
             // connect's time when the database is down, a success serves
             // it). The back-off paces attempts nobody waits for, never a
             // caller: the first `get()` after the database is back
-            // succeeds (issue 13).
+            // succeeds.
             let woke = self.connector().wake_pacing();
             // Known down (fail fast) with every connector place mid-connect:
             // fail now rather than wait for an attempt that may hang until
@@ -381,7 +381,7 @@ impl<M: ManageConnection> Shared<M> {
         deadline: Option<Stamp>,
     ) -> Result<(), Refused> {
         // The hook first, like deadpool's `pre_recycle` before its recycle
-        // check (SPEC 12).
+        // check.
         if let Some(hooks) = self.checkout_hook() {
             conn.closes_as(Reason::Hook);
             let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
@@ -497,7 +497,7 @@ impl<M: ManageConnection> Shared<M> {
 }
 
 /// How long after its connect a never-checked-out connection skips the
-/// checkout checks (SPEC 12). Longer, and it has sat idle in the pool: a
+/// checkout checks. Longer, and it has sat idle in the pool: a
 /// `min_size` connection opened an hour ago is checked like any other.
 const FRESH_WINDOW: Duration = Duration::from_secs(1);
 

@@ -17,9 +17,14 @@
 //! reconnect in step; a recovering database is picked up within about a
 //! second.
 //!
-//! # Fail fast (SPEC 13)
+//! # Fail fast
 //!
-//! With `fail_fast` on (the default), a failed connect that leaves no slot
+//! The first failed connect in a row is retried at once, without back-off
+//! and before any caller sees it (a dropped packet, a listener
+//! restarting), unless the manager calls its error permanent
+//! (`ManageConnection::is_permanent_error`: a refused login, an unknown
+//! database). With `fail_fast` on (the default), the second failed connect
+//! in a row (or a permanent one) that leaves no slot
 //! reserved (nothing idle, in use or being opened that could come back)
 //! marks the database *down*: the failure is kept in `Shared::failure`
 //! and every queued caller is failed through the waiter queue
@@ -118,7 +123,7 @@ pub(crate) struct Connector {
     /// When a failure was last seen (stamp nanos; 0: never): a connection
     /// found broken, a failed check, a failed connect. Connections not
     /// checked since are validated at their next checkout, bypass window or
-    /// not (the failure epoch, issue 13). Relaxed: a hint read on the fast
+    /// not (the failure epoch). Relaxed: a hint read on the fast
     /// path; a checkout racing the store validates or not, either is safe.
     failed_at: AtomicU64,
     /// Connectors sleeping out a back-off after a failed connect. While the

@@ -46,9 +46,11 @@
 //!    (`connector.rs`) for connections. It resolves when a handoff fills
 //!    its node.
 //! 3. **Guard**: `hand_out` (`acquire.rs`) wraps the handoff in a
-//!    `PooledConnection` (`connection.rs`). A connection that needs
-//!    validation or a `before_acquire` hook first is held by a `Floating`
-//!    (`floating.rs`), whose drop closes it, until the checks pass.
+//!    `PooledConnection` (`connection.rs`). A connection opened for this
+//!    caller and never idle is handed over as it is (no checkout check); one
+//!    taken from idle that needs validation or a `before_acquire` hook
+//!    first is held by a `Floating` (`floating.rs`), whose drop closes it,
+//!    until the checks pass.
 //! 4. **Drop**: `PooledConnection::drop` calls `Shared::checkin`
 //!    (`connection.rs`): a broken or expired connection is closed
 //!    (`Shared::evict`); a dirty one, or any when an `after_release` hook
@@ -101,7 +103,9 @@
 //! kept by one sweeper task per pool (`sweeper.rs`), not a timer per waiter.
 //!
 //! **Creation** is demand-driven and apart from callers (`connector.rs`):
-//! queuing a waiter asks for connections; at most `max_concurrent_connects`
+//! queuing a waiter asks for connections, one per waiter at most (a
+//! connector stops once the other connectors cover the callers waiting); at
+//! most `max_concurrent_connects`
 //! connector tasks open them, and each new connection is delivered exactly
 //! like a returned one, to the longest waiter or onto the stack. A caller who
 //! gives up does not abort a half-open connection.
@@ -477,7 +481,7 @@ impl<M: ManageConnection> Shared<M> {
     /// a task of its own, bounded by `validation_timeout`, and the slot
     /// stays taken (counted in the bound) until it ends: the server never
     /// holds more of the pool's sessions than `max_size` while a
-    /// replacement opens (issue 13). Outside a runtime, or with the
+    /// replacement opens. Outside a runtime, or with the
     /// default manager method, the connection is dropped and the slot
     /// freed at once.
     fn close_in_slot(self: &Arc<Self>, slot: Vacant, conn: M::Connection) {
