@@ -8,7 +8,9 @@
 /// and, each time a connection comes back, the two cheap synchronous checks
 /// [`has_broken`](Self::has_broken) and [`needs_reset`](Self::needs_reset);
 /// [`reset`](Self::reset) runs only when `needs_reset` said so.
-/// `has_broken` also runs at every checkout, whatever the validation mode.
+/// `has_broken` also runs whenever an idle connection is checked out,
+/// whatever the validation mode (not on a connection opened for the caller
+/// waiting for it, which nobody has used yet).
 /// A connection the pool is done with goes to [`close`](Self::close).
 ///
 /// # Example
@@ -65,8 +67,8 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// An error closes the connection and the caller is given another one.
     async fn is_valid(&self, conn: &mut Self::Connection) -> Result<(), Self::Error>;
 
-    /// Cheap synchronous check when a connection comes back and before it
-    /// is handed out, in every validation mode: is it unusable (socket
+    /// Cheap synchronous check when a connection comes back and before an
+    /// idle one is handed out, in every validation mode: is it unusable (socket
     /// closed, protocol desynchronised)? A `true` closes it, and counts as
     /// a sign the server may be failing: every connection not checked since
     /// is validated at its next checkout (with
