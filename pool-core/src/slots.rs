@@ -514,6 +514,12 @@ impl<C> Slots<C> {
 
 // SAFETY: an `Entry<C>` is only ever accessed by the slot's single owner (the
 // rule on `Slot::entry`), and moving a `C: Send` between threads is sound.
+// `Slots` itself never gives two threads a `&C` at once: `entry` and
+// `entry_mut` need the slot's `Held` token, which one owner holds. The one
+// path that can share a `&C` between threads is a `&PooledConnection`
+// (its `Deref`), and the guard carries a `PhantomData<C>` so that it is
+// `Sync` only when `C: Sync`; `retain` runs its predicate on the caller's
+// thread over connections it took out of the idle set.
 unsafe impl<C: Send> Sync for Slots<C> {}
 // SAFETY: as above; the slots own their connections.
 unsafe impl<C: Send> Send for Slots<C> {}
