@@ -78,8 +78,6 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod acquire;
-mod affinity;
 #[cfg(any(feature = "_sqlx", feature = "tokio-postgres"))]
 #[cfg_attr(
     docsrs,
@@ -92,28 +90,18 @@ mod affinity;
 )]
 pub mod ambient;
 mod clock;
-mod connection;
-mod connector;
 mod coop;
-#[cfg(all(test, not(loom)))]
-mod count_tests;
+mod engine;
 mod entry;
 #[cfg(feature = "metrics")]
 mod export;
-mod floating;
 mod histogram;
-mod housekeeper;
 mod index_stack;
-mod leak;
 mod linked_list;
-#[cfg(all(test, loom))]
-mod loom_tests;
 mod pool;
-mod shared;
 mod slots;
 mod stats;
 mod suspend;
-mod sweeper;
 mod sync;
 mod waiters;
 
@@ -123,7 +111,7 @@ pub mod managers;
 #[doc = include_str!("../docs/engine.md")]
 pub mod design {}
 
-pub use connection::PooledConnection;
+pub use engine::PooledConnection;
 pub use managers::pooler::PoolerMode;
 pub use pool::Pool;
 pub use pool_api::*;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pool_api::{Holder, Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState};
 
-use crate::connection::PooledConnection;
-use crate::shared::Shared;
+use crate::engine::PooledConnection;
+use crate::engine::Engine;
 
 /// A pool of connections made by a [`ManageConnection`].
 ///
@@ -70,7 +70,7 @@ use crate::shared::Shared;
 /// tokio tasks, and timeouts use tokio's clock (so `start_paused` tests
 /// control it).
 pub struct Pool<M: ManageConnection> {
-    pub(crate) shared: Arc<Shared<M>>,
+    pub(crate) shared: Arc<Engine<M>>,
 }
 
 impl<M: ManageConnection> Pool<M> {
@@ -125,7 +125,7 @@ impl<M: ManageConnection> Pool<M> {
         // No housekeeper yet: it would start refilling `min_size` alongside
         // the initial connects.
         let pool = Self {
-            shared: Arc::new(Shared::new(manager, config, hooks)),
+            shared: Arc::new(Engine::new(manager, config, hooks)),
         };
         if let Err(e) = pool.shared.open_initial().await {
             pool.shared.close().await;
@@ -147,7 +147,7 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     fn lazy(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
-        let shared = Arc::new(Shared::new(manager, config, hooks));
+        let shared = Arc::new(Engine::new(manager, config, hooks));
         shared.ensure_housekeeper();
         Self { shared }
     }

@@ -28,11 +28,12 @@
 //! census.
 
 mod cache;
+pub(crate) mod leak;
 mod slot;
 
 pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
-use crate::leak::LeakSlot;
+use crate::slots::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 pub(crate) use cache::{publish, Parked};
 pub(crate) use slot::{Census, Slot, State};

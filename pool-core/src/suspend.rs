@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use pool_api::ManageConnection;
 
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::slots::{Handoff, State};
 use crate::stats::Reason;
 use crate::sync::lock_std as lock;
@@ -54,7 +54,7 @@ impl<C> Suspension<C> {
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// Whether the pool is suspended.
     #[inline]
     pub(crate) fn is_suspended(&self) -> bool {

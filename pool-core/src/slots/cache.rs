@@ -48,7 +48,7 @@
 //!
 //! # The pool's reference
 //!
-//! A guard owns one strong count of the pool (`Arc<Shared>`). Cloning and
+//! A guard owns one strong count of the pool (`Arc<Engine>`). Cloning and
 //! dropping it at every checkout and return would write the count's cache
 //! line, which every thread shares, twice per cycle. A parked connection
 //! keeps its guard's count instead: the owner's next checkout takes it

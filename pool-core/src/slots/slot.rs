@@ -1,7 +1,7 @@
 //! One slot: what it holds, its state and counts, and the census of all.
 
 use crate::entry::Entry;
-use crate::leak::LeakSlot;
+use crate::slots::leak::LeakSlot;
 use crate::sync::{AtomicU64, AtomicU8, Ordering, UnsafeCell};
 
 /// What a slot holds.
@@ -18,7 +18,7 @@ pub(crate) enum State {
     /// A connection out of the pool: held by a caller, handed to a waiter,
     /// or being reset or pinged.
     InUse = 3,
-    /// Its connection is being closed (`Shared::close_in_slot`); the slot
+    /// Its connection is being closed (`Engine::close_in_slot`); the slot
     /// is freed once the close ends.
     Closing = 4,
     /// An idle connection parked in its own slot, off the idle stack, by

@@ -21,13 +21,13 @@ use std::sync::Arc;
 
 use pool_api::ManageConnection;
 
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::slots::{Entry, Handoff, Vacant};
 use crate::stats::Reason;
 
 /// A connection the pool is working on; see the module docs.
 pub(crate) struct Floating<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
+    shared: Arc<Engine<M>>,
     /// Taken only by `drop` or `land`, each of which ends the value.
     handoff: ManuallyDrop<Handoff<M::Connection>>,
     /// Why the connection is closed if this is dropped.
@@ -35,7 +35,7 @@ pub(crate) struct Floating<M: ManageConnection> {
 }
 
 impl<M: ManageConnection> Floating<M> {
-    pub(crate) fn new(shared: Arc<Shared<M>>, h: Handoff<M::Connection>, reason: Reason) -> Self {
+    pub(crate) fn new(shared: Arc<Engine<M>>, h: Handoff<M::Connection>, reason: Reason) -> Self {
         Self {
             shared,
             handoff: ManuallyDrop::new(h),
@@ -43,7 +43,7 @@ impl<M: ManageConnection> Floating<M> {
         }
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+    pub(crate) fn shared(&self) -> &Arc<Engine<M>> {
         &self.shared
     }
 
@@ -88,13 +88,13 @@ impl<M: ManageConnection> Drop for Floating<M> {
 /// A reserved slot with no connection in it yet; dropping it gives the slot
 /// back (a cancelled or failed connect never leaks a slot).
 pub(crate) struct Reservation<M: ManageConnection> {
-    shared: Arc<Shared<M>>,
+    shared: Arc<Engine<M>>,
     /// `Some` until `fill` or `abandon` consumes the reservation.
     slot: Option<Vacant>,
 }
 
 impl<M: ManageConnection> Reservation<M> {
-    pub(crate) fn new(shared: Arc<Shared<M>>, slot: Vacant) -> Self {
+    pub(crate) fn new(shared: Arc<Engine<M>>, slot: Vacant) -> Self {
         Self {
             shared,
             slot: Some(slot),
@@ -103,7 +103,7 @@ impl<M: ManageConnection> Reservation<M> {
 
     /// The pool (the close task's; the loom build has none).
     #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+    pub(crate) fn shared(&self) -> &Arc<Engine<M>> {
         &self.shared
     }
 

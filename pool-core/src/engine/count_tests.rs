@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use pool_api::{ManageConnection, PoolConfig, ValidationMode};
 
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::{Pool, PooledConnection};
 
 /// A connection that counts itself among the live ones.
@@ -80,7 +80,7 @@ async fn settle() {
     }
 }
 
-fn shared(pool: &Pool<Counting>) -> &Arc<Shared<Counting>> {
+fn shared(pool: &Pool<Counting>) -> &Arc<Engine<Counting>> {
     &pool.shared
 }
 
@@ -104,7 +104,7 @@ fn assert_counts(pool: &Pool<Counting>, handles: usize, guards: usize) {
 /// connection closed.
 #[track_caller]
 fn assert_freed_on_drop(pool: Pool<Counting>, manager: &Counting) {
-    let weak: Weak<Shared<Counting>> = Arc::downgrade(shared(&pool));
+    let weak: Weak<Engine<Counting>> = Arc::downgrade(shared(&pool));
     drop(pool);
     assert!(weak.upgrade().is_none(), "the pool outlived its handles");
     assert_eq!(

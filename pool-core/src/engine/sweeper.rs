@@ -15,8 +15,8 @@ use pool_api::ManageConnection;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::housekeeper::spawn_once;
-use crate::shared::Shared;
+use crate::engine::housekeeper::spawn_once;
+use crate::engine::Engine;
 use crate::sync::AtomicU32;
 
 /// The sweeper's handle in the pool: its wake-up and whether it runs.
@@ -36,7 +36,7 @@ impl Sweeper {
 
     /// Tells the sweeper (starting it if needed) that a waiter with an
     /// earlier deadline than it sleeps until has queued.
-    pub(crate) fn rearm<M: ManageConnection>(&self, shared: &Arc<Shared<M>>) {
+    pub(crate) fn rearm<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
         spawn_once(&self.started, || {
             sweep(Arc::downgrade(shared), self.wake.clone())
         });
@@ -50,7 +50,7 @@ impl Sweeper {
 }
 
 /// The sweeper task; see the module docs.
-async fn sweep<M: ManageConnection>(weak: Weak<Shared<M>>, wake: Arc<Notify>) {
+async fn sweep<M: ManageConnection>(weak: Weak<Engine<M>>, wake: Arc<Notify>) {
     loop {
         let woken = wake.notified();
         tokio::pin!(woken);

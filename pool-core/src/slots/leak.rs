@@ -336,7 +336,7 @@ mod tests {
 /// How many holder sites a timeout error names before "and N more".
 const TIMEOUT_SITES: usize = 3;
 
-impl<M: pool_api::ManageConnection> crate::shared::Shared<M> {
+impl<M: pool_api::ManageConnection> crate::engine::Engine<M> {
     /// Every connection held by a caller: its site and how long it has been
     /// held. A scan of the slots, no lock.
     pub(crate) fn holders(&self) -> Vec<pool_api::Holder> {

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use pool_api::ManageConnection;
 
 use crate::index_stack::{Popped, CLOSED, WAITERS};
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::slots::{Held, Parked};
 use crate::stats::Reason;
 use crate::sync::stat::AtomicU64;
@@ -151,7 +151,7 @@ loom::thread_local! {
     static LIST: List = List::new();
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// An idle connection for the fast path, counted in use and left in
     /// its slot: one this thread parked, most recent first, else the top of
     /// the idle stack. With it, the pool's count the parked slot carried

@@ -31,8 +31,8 @@
 //!
 //! # One connection's journey
 //!
-//! 1. **`get`** (`pool.rs`) calls `Shared::acquire` (`acquire.rs`), whose
-//!    fast path takes an idle connection with `Shared::pop_held`
+//! 1. **`get`** (`pool.rs`) calls `Engine::acquire` (`acquire.rs`), whose
+//!    fast path takes an idle connection with `Engine::pop_held`
 //!    (`affinity.rs`): one this thread parked, claimed by one CAS on its
 //!    slot (`Slots::claim_held`, `slots/cache.rs`), else the top of the
 //!    idle stack (`Slots::pop_held`, `slots.rs`): one CAS that yields a
@@ -42,7 +42,7 @@
 //!    the stack (`Slots::mark_waiting`) and links its node in the queue
 //!    under the queue's lock (the first caller to queue claims a
 //!    connection parked by another thread instead, if there is one), then
-//!    asks `Shared::request_connections`
+//!    asks `Engine::request_connections`
 //!    (`connector.rs`) for connections. It resolves when a handoff fills
 //!    its node.
 //! 3. **Guard**: `hand_out` (`acquire.rs`) wraps the handoff in a
@@ -51,16 +51,16 @@
 //!    taken from idle that needs validation or a `before_acquire` hook
 //!    first is held by a `Floating` (`floating.rs`), whose drop closes it,
 //!    until the checks pass.
-//! 4. **Drop**: `PooledConnection::drop` calls `Shared::checkin`
+//! 4. **Drop**: `PooledConnection::drop` calls `Engine::checkin`
 //!    (`connection.rs`): a broken or expired connection is closed
-//!    (`Shared::evict`); a dirty one, or any when an `after_release` hook
+//!    (`Engine::evict`); a dirty one, or any when an `after_release` hook
 //!    runs, goes to a spawned `reset_then_deliver` as a `Floating`.
 //! 5. **Handoff**: a clean (or reset) connection goes to
-//!    `Shared::deliver` (`connection.rs`): while callers wait it calls
+//!    `Engine::deliver` (`connection.rs`): while callers wait it calls
 //!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
 //!    waiter, puts the handoff in its node and wakes it; otherwise a
 //!    clean return is parked in its slot for this thread
-//!    (`Shared::park_returned`, `affinity.rs`) with `thread_affinity` on,
+//!    (`Engine::park_returned`, `affinity.rs`) with `thread_affinity` on,
 //!    keeping the guard's count of the pool for the next checkout
 //!    (`slots/cache.rs`, "The pool's reference"), and anything else goes
 //!    on the stack (`Slots::push_idle`).
@@ -124,6 +124,20 @@
 //! so every census satisfies `total == idle + in_use + opening <= max_size`,
 //! and the hot path touches no pool-wide counter.
 
+mod checkin;
+mod checkout;
+pub(crate) mod connect;
+#[cfg(all(test, not(loom)))]
+mod count_tests;
+pub(crate) mod housekeeper;
+pub(crate) mod in_flight;
+#[cfg(all(test, loom))]
+mod loom_tests;
+pub(crate) mod parking;
+pub(crate) mod sweeper;
+
+pub use checkin::PooledConnection;
+
 use std::error::Error;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
@@ -134,12 +148,12 @@ use pool_api::{
 use tokio::sync::Notify;
 
 use crate::clock::{Clock, Stamp};
-use crate::connector::Connector;
-use crate::housekeeper::Housekeeper;
+use crate::engine::connect::Connector;
+use crate::engine::housekeeper::Housekeeper;
 use crate::slots::{Entry, Handoff, Slots, Vacant};
 use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
-use crate::sweeper::Sweeper;
+use crate::engine::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::waiters::WaiterQueue;
@@ -147,7 +161,7 @@ use crate::waiters::WaiterQueue;
 pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
 /// The engine: see the module docs.
-pub(crate) struct Shared<M: ManageConnection> {
+pub(crate) struct Engine<M: ManageConnection> {
     manager: M,
     config: PoolConfig,
     hooks: Option<Box<dyn Hooks<M>>>,
@@ -157,7 +171,7 @@ pub(crate) struct Shared<M: ManageConnection> {
     slots: Slots<M::Connection>,
     /// This pool's identity in the threads' lists of parked connections
     /// (`affinity.rs`).
-    affinity: crate::affinity::Affinity,
+    affinity: crate::engine::parking::Affinity,
     waiters: WaiterQueue<Handoff<M::Connection>>,
     sweeper: Sweeper,
     connector: Connector,
@@ -173,7 +187,7 @@ pub(crate) struct Shared<M: ManageConnection> {
     /// The connect failure callers fail fast with while the database is
     /// known down (`Connector::is_down`); cleared by the next successful
     /// connect.
-    failure: Mutex<Option<crate::connector::Failure<M::Error>>>,
+    failure: Mutex<Option<crate::engine::connect::Failure<M::Error>>>,
     /// Signalled when a slot is freed after close, and once by the close
     /// itself (`shut`), for `Pool::close_event`.
     drained: Notify,
@@ -185,7 +199,7 @@ pub(crate) struct Shared<M: ManageConnection> {
     export: crate::export::Export,
 }
 
-impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
+impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Engine<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("name", &self.config.name())
@@ -196,7 +210,7 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Shared<M> {
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     pub(crate) fn new(manager: M, config: PoolConfig, hooks: Option<Box<dyn Hooks<M>>>) -> Self {
         let hook_at_checkout = hooks.as_ref().is_some_and(|h| h.uses_before_acquire());
         let hook_at_return = hooks.as_ref().is_some_and(|h| h.uses_after_release());
@@ -211,7 +225,7 @@ impl<M: ManageConnection> Shared<M> {
                 slots.set_affinity(config.thread_affinity());
                 slots
             },
-            affinity: crate::affinity::Affinity::new(),
+            affinity: crate::engine::parking::Affinity::new(),
             waiters: WaiterQueue::new(),
             sweeper: Sweeper::new(),
             connector: Connector::new(),
@@ -272,7 +286,7 @@ impl<M: ManageConnection> Shared<M> {
 
     /// This pool's identity in the threads' lists (`affinity.rs`).
     #[inline]
-    pub(crate) fn affinity(&self) -> &crate::affinity::Affinity {
+    pub(crate) fn affinity(&self) -> &crate::engine::parking::Affinity {
         &self.affinity
     }
 
@@ -391,7 +405,7 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// The fail-fast failure slot (`connector.rs`).
-    pub(crate) fn failure(&self) -> &Mutex<Option<crate::connector::Failure<M::Error>>> {
+    pub(crate) fn failure(&self) -> &Mutex<Option<crate::engine::connect::Failure<M::Error>>> {
         &self.failure
     }
 
@@ -491,7 +505,7 @@ impl<M: ManageConnection> Shared<M> {
                 // Frees the slot when dropped: after the close, or with the
                 // task if the runtime shuts down first.
                 self.slots.mark_closing(&slot);
-                let closing = crate::floating::Reservation::new(self.clone(), slot);
+                let closing = crate::engine::in_flight::Reservation::new(self.clone(), slot);
                 runtime.spawn(async move {
                     let shared = closing.shared();
                     let limit = shared.config.validation_timeout();
@@ -606,7 +620,7 @@ impl<M: ManageConnection> Shared<M> {
     }
 }
 
-impl<M: ManageConnection> Drop for Shared<M> {
+impl<M: ManageConnection> Drop for Engine<M> {
     fn drop(&mut self) {
         // The sweeper holds only a `Weak`: wake it so it sees the pool gone.
         self.sweeper.wake();

@@ -14,10 +14,10 @@ use pool_api::{ConnectionInfo, ManageConnection, PoolError, TimeoutPhase, Valida
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::connection::PooledConnection;
-use crate::floating::Floating;
+use crate::engine::PooledConnection;
+use crate::engine::in_flight::Floating;
 use crate::index_stack::Popped;
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::slots::{Entry, Handoff, Held};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
@@ -32,7 +32,7 @@ enum Refused {
 
 /// A waiter queues in the pool's queue, asks for connections once queued,
 /// and passes on a connection it was handed but left without.
-impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Shared<M>> {
+impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Engine<M>> {
     fn queue(&self) -> &WaiterQueue<Handoff<M::Connection>> {
         self.waiters()
     }
@@ -65,7 +65,7 @@ impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Shared<M>> {
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// Pops an idle connection, counted in use.
     #[inline]
     fn pop_idle(&self) -> Result<Option<Handoff<M::Connection>>, PoolError<M::Error>> {

@@ -1,6 +1,6 @@
 //! Demand-driven creation of connections, apart from the callers.
 //!
-//! A caller that queues asks for connections ([`Shared::request_connections`]);
+//! A caller that queues asks for connections ([`Engine::request_connections`]);
 //! so do freed slots and the housekeeper (to refill `min_size`). The request
 //! spawns connector tasks while there is demand (waiters, plus the shortfall
 //! below `min_size`), free slots, and fewer than `max_concurrent_connects`
@@ -26,7 +26,7 @@
 //! database). With `fail_fast` on (the default), the second failed connect
 //! in a row (or a permanent one) that leaves no slot
 //! reserved (nothing idle, in use or being opened that could come back)
-//! marks the database *down*: the failure is kept in `Shared::failure`
+//! marks the database *down*: the failure is kept in `Engine::failure`
 //! and every queued caller is failed through the waiter queue
 //! (`WaiterQueue::fail_all`) with it. While down, a new `get()` that finds
 //! no connector place free fails at once with the same error; one that
@@ -58,8 +58,8 @@ use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 use crate::clock::{Clock, Stamp};
-use crate::floating::Reservation;
-use crate::shared::{LastError, Shared};
+use crate::engine::in_flight::Reservation;
+use crate::engine::{Engine, LastError};
 use crate::slots::Entry;
 use crate::sync::lock_std as lock;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
@@ -94,7 +94,7 @@ pub(crate) enum Failure<E> {
 /// # The store-buffering protocol
 ///
 /// A caller that queues increments the waiter count and then looks at
-/// `running` and the open count (in [`Shared::request_connections`]); a
+/// `running` and the open count (in [`Engine::request_connections`]); a
 /// connector that stops decrements `running`, and a freed slot decrements
 /// the open count, and then look at the waiter count (the same function).
 /// Each side writes one count and reads the other's: without ordering,
@@ -118,7 +118,7 @@ pub(crate) struct Connector {
     rejected_at: AtomicU64,
     /// The database is known down (fail fast): the last connect failed with
     /// nothing open. Relaxed: a hint; the failure itself is read under
-    /// `Shared::failure`'s lock.
+    /// `Engine::failure`'s lock.
     down: AtomicU32,
     /// When a failure was last seen (stamp nanos; 0: never): a connection
     /// found broken, a failed check, a failed connect. Connections not
@@ -244,7 +244,7 @@ impl Connector {
         self.running.load(Ordering::Relaxed) < limit
     }
 
-    /// Connectors running now (a hint: see [`Shared::wants_another`]).
+    /// Connectors running now (a hint: see [`Engine::wants_another`]).
     fn running(&self) -> u32 {
         self.running.load(Ordering::Relaxed)
     }
@@ -310,12 +310,12 @@ impl Drop for Running<'_> {
     fn drop(&mut self) {
         // Relaxed: the connector's write in the store-buffering protocol
         // (see `Connector`), ordered by the fence that
-        // `Shared::connector_done` reaches next in `request_connections`.
+        // `Engine::connector_done` reaches next in `request_connections`.
         self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// What a connector does after a failed connect ([`Shared::connect_failed`]).
+/// What a connector does after a failed connect ([`Engine::connect_failed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFailure {
     /// The first failure in a row, not a permanent one: try again at once,
@@ -378,7 +378,7 @@ impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// Connections wanted now: one per waiter, plus, while the pool has
     /// handles, the larger of the shortfall below `min_size` (open
     /// connections) and the shortfall below `min_idle` (idle ones; counted
@@ -727,14 +727,14 @@ impl<M: ManageConnection> Shared<M> {
 
 /// One connector task; see the module docs.
 #[cfg_attr(loom, allow(dead_code))]
-async fn connector<M: ManageConnection>(shared: Arc<Shared<M>>) {
+async fn connector<M: ManageConnection>(shared: Arc<Engine<M>>) {
     let running = shared.connector().adopt();
     open_while_wanted(&shared).await;
     shared.connector_done(running);
 }
 
 #[cfg_attr(loom, allow(dead_code))]
-async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Shared<M>>) {
+async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
     let mut backoff = FIRST_BACKOFF;
     loop {
         if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {

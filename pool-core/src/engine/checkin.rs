@@ -2,14 +2,14 @@
 //! its drop starts.
 //!
 //! [`PooledConnection`] derefs to the connection; dropping it calls
-//! [`Shared::checkin`], in order: leak bookkeeping; `has_broken` closes (a
+//! [`Engine::checkin`], in order: leak bookkeeping; `has_broken` closes (a
 //! panic in it or in `needs_reset` closes too, so the slot is never lost);
 //! an expired or soft-evicted connection is closed; a dirty one
 //! (`needs_reset`), or any when an `after_release` hook runs, is reset in a
 //! spawned task, in flight (`floating.rs`), before it is delivered; a clean
 //! one is delivered inline.
 //!
-//! [`Shared::deliver`] puts a connection back in service, whether it was
+//! [`Engine::deliver`] puts a connection back in service, whether it was
 //! returned, reset, pinged or newly opened: to the longest waiter while
 //! callers wait (`WaiterQueue::offer` in `waiters.rs`, which wakes it),
 //! else onto the idle stack. No lock, no allocation, no task unless someone
@@ -26,9 +26,9 @@ use std::time::Duration;
 use pool_api::{ConnectionInfo, ManageConnection};
 
 use crate::clock::Stamp;
-use crate::floating::Floating;
+use crate::engine::in_flight::Floating;
 use crate::index_stack::PushRefused;
-use crate::shared::Shared;
+use crate::engine::Engine;
 use crate::slots::{Handoff, Held, Slot, State};
 use crate::stats::Reason;
 
@@ -78,7 +78,7 @@ pub struct PooledConnection<M: ManageConnection> {
     /// The guard's count of the pool. Dropped by `drop`, unless the
     /// connection is parked in its slot, which then keeps the count for
     /// the next checkout (`slots/cache.rs`, "The pool's reference").
-    shared: ManuallyDrop<Arc<Shared<M>>>,
+    shared: ManuallyDrop<Arc<Engine<M>>>,
     /// The slot, whose connection is used in place: checkout and return
     /// move this token, not the connection. Taken only by `drop` or
     /// `detach`, each of which ends the guard.
@@ -110,7 +110,7 @@ where
 
 impl<M: ManageConnection> PooledConnection<M> {
     #[inline]
-    pub(crate) fn new(shared: Arc<Shared<M>>, held: Held, now: Stamp) -> Self {
+    pub(crate) fn new(shared: Arc<Engine<M>>, held: Held, now: Stamp) -> Self {
         Self {
             shared: ManuallyDrop::new(shared),
             held: ManuallyDrop::new(held),
@@ -194,7 +194,7 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// Ends the checkout bookkeeping of a connection held for `held`: its
     /// holder site (one store), the hold time histogram and the leak state.
     pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {

@@ -1,5 +1,5 @@
 //! Loom models of the engine's concurrent protocols, run on the real code:
-//! a real `Shared` over a manager that does nothing, driven synchronously.
+//! a real `Engine` over a manager that does nothing, driven synchronously.
 //!
 //! Loom cannot run tokio's runtime, so what needs one is left out and
 //! played by the model instead: connects (a connection is put in service
@@ -7,10 +7,10 @@
 //! deadline sweeper task (the model calls `WaiterQueue::sweep`, which is
 //! all the task does once awake), the spawned connector tasks (under
 //! `--cfg loom` `request_connections` counts the connectors it would spawn,
-//! and the model plays a leaving connector with `Shared::connector_done`),
+//! and the model plays a leaving connector with `Engine::connector_done`),
 //! and the async half of `close` (waiting for connections in use to come
-//! back; the model calls its synchronous half, `Shared::shut`). Checkout
-//! (`Shared::acquire`, `try_acquire`), the waiter queue, the guard's drop,
+//! back; the model calls its synchronous half, `Engine::shut`). Checkout
+//! (`Engine::acquire`, `try_acquire`), the waiter queue, the guard's drop,
 //! `checkin`, `deliver`, reservations and `evict` run as in production.
 //! Waits block in loom's `block_on`, so a lost wake-up shows up as a
 //! deadlock.
@@ -29,9 +29,9 @@ use loom::thread;
 use pool_api::{async_trait, ManageConnection, PoolConfig, PoolError};
 
 use crate::clock::Stamp;
-use crate::connection::PooledConnection;
+use crate::engine::PooledConnection;
 use crate::entry::Entry;
-use crate::shared::Shared;
+use crate::engine::Engine;
 
 /// A manager whose connections are unit values and whose calls do nothing.
 #[derive(Debug)]
@@ -54,14 +54,14 @@ impl ManageConnection for Noop {
 const WAIT: Duration = Duration::from_secs(3600);
 
 /// A pool of `max` slots with `idle` connections idle in it.
-fn pool(max: u32, idle: u32) -> std::sync::Arc<Shared<Noop>> {
+fn pool(max: u32, idle: u32) -> std::sync::Arc<Engine<Noop>> {
     let config = PoolConfig::builder()
         .max_size(max)
         .min_size(0)
         .max_concurrent_connects(1)
         .build()
         .unwrap();
-    let shared = std::sync::Arc::new(Shared::new(Noop, config, None));
+    let shared = std::sync::Arc::new(Engine::new(Noop, config, None));
     for _ in 0..idle {
         let now = shared.clock().now();
         let entry = Entry {
@@ -97,7 +97,7 @@ fn got(r: Result<PooledConnection<Noop>, PoolError<std::io::Error>>) -> PooledCo
 
 /// Every slot accounted for: `idle`, `in_use`, nothing opening, nobody
 /// counted as waiting.
-fn assert_counts(shared: &Shared<Noop>, idle: u32, in_use: u32) {
+fn assert_counts(shared: &Engine<Noop>, idle: u32, in_use: u32) {
     let s = shared.state();
     assert_eq!((s.idle, s.in_use, s.opening), (idle, in_use, 0), "{s:?}");
     assert_eq!(shared.waiters().waiting(), 0);
@@ -106,7 +106,7 @@ fn assert_counts(shared: &Shared<Noop>, idle: u32, in_use: u32) {
 /// At rest, with every other handle and guard gone: the pool's strong
 /// count is the model's own `Arc` and one per connection parked `Cached`
 /// (`slots/cache.rs`, "The pool's reference"), none lost, none twice.
-fn assert_refs(shared: &std::sync::Arc<Shared<Noop>>) {
+fn assert_refs(shared: &std::sync::Arc<Engine<Noop>>) {
     assert_eq!(
         std::sync::Arc::strong_count(shared),
         1 + shared.slots().parked(),

@@ -28,8 +28,8 @@ use pool_api::ManageConnection;
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::floating::Floating;
-use crate::shared::Shared;
+use crate::engine::in_flight::Floating;
+use crate::engine::Engine;
 use crate::slots::{Handoff, State};
 use crate::stats::Reason;
 use crate::sync::{AtomicU32, Ordering};
@@ -51,12 +51,12 @@ impl Housekeeper {
     }
 
     /// Starts the housekeeper if it is not running and a runtime is at hand.
-    pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Shared<M>>) {
+    pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
         spawn_once(&self.started, || run(Arc::downgrade(shared)));
     }
 }
 
-impl<M: ManageConnection> Shared<M> {
+impl<M: ManageConnection> Engine<M> {
     /// Starts the housekeeper if it is not running and a runtime is at hand.
     pub(crate) fn ensure_housekeeper(self: &Arc<Self>) {
         self.housekeeper().ensure(self);
@@ -252,7 +252,7 @@ where
 }
 
 /// The housekeeper task.
-async fn run<M: ManageConnection>(weak: Weak<Shared<M>>) {
+async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
     // The first sweep comes one period after the start, not at once: the
     // housekeeper starts when a caller first waits, the moment a sweep
     // (which takes the idle set for an instant) would send the callers
