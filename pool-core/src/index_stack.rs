@@ -287,7 +287,7 @@ impl IndexStack {
     }
 
     /// The head word's flag bits (`WAITERS`, `CLOSED`) now. Relaxed: the
-    /// caller orders the load (see `Slots::cache_held`).
+    /// caller orders the load (see `Slots::park_held`).
     #[inline]
     pub(crate) fn flags(&self) -> u64 {
         self.word.load(Ordering::Relaxed) & (WAITERS | CLOSED)

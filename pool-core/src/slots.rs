@@ -9,7 +9,7 @@
 //! A slot is owned by exactly one party at a time: a stack (the idle stack
 //! or the free list, see `index_stack.rs`, "Ownership") or whoever holds
 //! its token. The tokens are values, neither `Copy` nor `Clone`: a
-//! [`Handoff`] owns a slot and the connection taken out of it, a [`Held`]
+//! [`Occupied`] owns a slot and the connection taken out of it, a [`Held`]
 //! owns a slot whose connection is used in place (the caller's guard), a
 //! [`Vacant`] owns an empty slot. Every way to get a slot yields one ([`Slots::reserve`],
 //! [`Slots::pop_idle`], [`Slots::pop_held`], [`Slots::mark_waiting`], the [`Chain`] of
@@ -27,7 +27,7 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
-mod cache;
+mod parked;
 pub(crate) mod leak;
 mod slot;
 
@@ -35,7 +35,7 @@ pub(crate) use crate::entry::Entry;
 use crate::index_stack::{IndexStack, Links, Popped, PushRefused, NIL};
 use crate::slots::leak::LeakSlot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-pub(crate) use cache::{publish, Parked};
+pub(crate) use parked::{publish, ParkOutcome};
 pub(crate) use slot::{Census, Slot, State};
 
 use crossbeam_utils::CachePadded;
@@ -47,12 +47,12 @@ use crate::sync::UnsafeCell;
 /// yields one, and pushing it back consumes it (and returns it on refusal).
 /// Not `Copy`, not `Clone`: two holders of one slot cannot be written.
 #[derive(Debug)]
-pub(crate) struct Handoff<C> {
+pub(crate) struct Occupied<C> {
     index: u16,
     pub(crate) entry: Entry<C>,
 }
 
-impl<C> Handoff<C> {
+impl<C> Occupied<C> {
     /// The connection leaves the pool's hands (closed or detached); the
     /// slot stays owned, empty, until [`Slots::free`] takes it.
     pub(crate) fn vacate(self) -> (Vacant, Entry<C>) {
@@ -65,7 +65,7 @@ impl<C> Handoff<C> {
 /// two bytes instead of the connection and its [`Entry`]. Not `Copy`, not
 /// `Clone`; [`Slots::entry`] and [`Slots::entry_mut`] reach the connection
 /// through it, [`Slots::push_held`] gives the slot back to the idle stack,
-/// and [`Slots::take_held`] takes the connection out as a [`Handoff`].
+/// and [`Slots::take_held`] takes the connection out as a [`Occupied`].
 #[derive(Debug)]
 pub(crate) struct Held(u16);
 
@@ -84,11 +84,11 @@ pub(crate) struct Vacant(u16);
 
 /// The slots, the two stacks that link them (idle connections, free slots)
 /// and the count of slots reserved. The only code that touches a slot's
-/// connection: everything else holds [`Handoff`] and [`Vacant`] tokens.
+/// connection: everything else holds [`Occupied`] and [`Vacant`] tokens.
 pub(crate) struct Slots<C> {
     links: Links,
     /// The idle set: slots holding a connection nobody uses (with those
-    /// parked in place, `Cached`: see `slots/cache.rs`).
+    /// parked in place, `Parked`: see `slots/parked.rs`).
     idle: IndexStack,
     /// The free list: slots with no connection, ready to reserve.
     free: IndexStack,
@@ -102,7 +102,7 @@ pub(crate) struct Slots<C> {
     /// that counts the slot, so `open` never passes it by a reservation.
     limit: AtomicU32,
     /// Whether returns may park connections in place (`thread_affinity`);
-    /// when off, no slot is ever `Cached` and nothing scans for them.
+    /// when off, no slot is ever `Parked` and nothing scans for them.
     affinity: bool,
     slots: Box<[CachePadded<Slot<C>>]>,
 }
@@ -116,16 +116,16 @@ impl<C> std::fmt::Debug for Slots<C> {
 }
 
 /// A chain of idle connections taken off the stack at once; yields each
-/// as an owned [`Handoff`], top first.
+/// as an owned [`Occupied`], top first.
 pub(crate) struct Chain<'a, C> {
     slots: &'a Slots<C>,
     next: u16,
 }
 
 impl<C> Iterator for Chain<'_, C> {
-    type Item = Handoff<C>;
+    type Item = Occupied<C>;
 
-    fn next(&mut self) -> Option<Handoff<C>> {
+    fn next(&mut self) -> Option<Occupied<C>> {
         let index = self.next;
         if index == NIL {
             return None;
@@ -229,8 +229,8 @@ impl<C> Slots<C> {
 
     /// Puts a new connection in a reserved slot, counted in use until it is
     /// delivered.
-    pub(crate) fn fill(&self, slot: Vacant, entry: Entry<C>) -> Handoff<C> {
-        Handoff {
+    pub(crate) fn fill(&self, slot: Vacant, entry: Entry<C>) -> Occupied<C> {
+        Occupied {
             index: slot.0,
             entry,
         }
@@ -260,7 +260,7 @@ impl<C> Slots<C> {
 
     /// Pops an idle connection, counted in use.
     #[inline]
-    pub(crate) fn pop_idle(&self) -> Popped<Handoff<C>> {
+    pub(crate) fn pop_idle(&self) -> Popped<Occupied<C>> {
         match self.idle.pop(&self.links) {
             Popped::Node(index) => Popped::Node(self.take_in_use(index)),
             Popped::Empty => Popped::Empty,
@@ -285,16 +285,16 @@ impl<C> Slots<C> {
 
     /// Puts a connection back in its own slot, to be used in place.
     #[inline]
-    pub(crate) fn hold(&self, h: Handoff<C>) -> Held {
-        let Handoff { index, entry } = h;
-        // SAFETY: the `Handoff` owned `index`; the `Held` made of it does.
+    pub(crate) fn hold(&self, h: Occupied<C>) -> Held {
+        let Occupied { index, entry } = h;
+        // SAFETY: the `Occupied` owned `index`; the `Held` made of it does.
         unsafe { self.put(index, entry) };
         Held(index)
     }
 
     /// Takes a held connection out of its slot (still owned, in use).
     #[inline]
-    pub(crate) fn take_held(&self, h: Held) -> Handoff<C> {
+    pub(crate) fn take_held(&self, h: Held) -> Occupied<C> {
         // SAFETY: the `Held` owned `index` and its slot's connection.
         unsafe { self.take(h.0) }
     }
@@ -345,12 +345,12 @@ impl<C> Slots<C> {
     /// Parks a connection on the idle stack, marked idle. Refused while
     /// callers wait or once closed: the connection comes back with why.
     #[inline]
-    pub(crate) fn push_idle(&self, h: Handoff<C>) -> Result<(), (PushRefused, Handoff<C>)> {
-        let Handoff { index, entry } = h;
+    pub(crate) fn push_idle(&self, h: Occupied<C>) -> Result<(), (PushRefused, Occupied<C>)> {
+        let Occupied { index, entry } = h;
         // Marked idle before the push: once pushed, the slot is someone
         // else's to mark.
         self.get(index).set(State::Idle);
-        // SAFETY: the `Handoff` owned `index`; it becomes the stack's only
+        // SAFETY: the `Occupied` owned `index`; it becomes the stack's only
         // on a successful push.
         unsafe { self.put(index, entry) };
         match self.idle.push(&self.links, index) {
@@ -364,19 +364,19 @@ impl<C> Slots<C> {
     /// Marks callers as waiting on the idle stack (with the waiter queue
     /// locked), or hands over a connection found idle after all
     /// (`Err((Popped::Node, counted))`, counted in use), on the stack or,
-    /// for the first caller to queue, parked in place (`claim_cached`;
+    /// for the first caller to queue, parked in place (`claim_parked`;
     /// `counted` says whether it carried a count of the pool, now the
     /// caller's), or reports it closed.
-    pub(crate) fn mark_waiting(&self) -> Result<(), (Popped<Handoff<C>>, bool)> {
+    pub(crate) fn mark_waiting(&self) -> Result<(), (Popped<Occupied<C>>, bool)> {
         // Under the queue's lock the bit is set only here and cleared only
         // when the queue empties, so it is exact: clear means this caller
         // is the first to queue.
         let first = !self.idle.has_waiters();
         match self.idle.set_waiters(&self.links) {
-            Ok(()) if first && self.affinity => match self.claim_cached() {
+            Ok(()) if first && self.affinity => match self.claim_parked() {
                 // Found parked in place: this caller does not queue after
                 // all, and the queue is still empty. The flag says whether
-                // it came with a count of the pool (`slots/cache.rs`).
+                // it came with a count of the pool (`slots/parked.rs`).
                 Some((h, counted)) => {
                     self.idle.clear_waiters();
                     Err((Popped::Node(h), counted))
@@ -426,7 +426,7 @@ impl<C> Slots<C> {
 
     /// The slot a token holds.
     #[inline]
-    pub(crate) fn slot(&self, h: &Handoff<C>) -> &Slot<C> {
+    pub(crate) fn slot(&self, h: &Occupied<C>) -> &Slot<C> {
         self.get(h.index)
     }
 
@@ -436,7 +436,7 @@ impl<C> Slots<C> {
         for slot in self.slots.iter() {
             match slot.state.load(Ordering::Relaxed) {
                 s if s == State::Idle as u8
-                    || s == State::Cached as u8
+                    || s == State::Parked as u8
                     || s == State::Parking as u8 =>
                 {
                     c.idle += 1
@@ -472,7 +472,7 @@ impl<C> Slots<C> {
     }
 
     /// Takes the connection out of a slot just popped, counted in use.
-    fn take_in_use(&self, index: u16) -> Handoff<C> {
+    fn take_in_use(&self, index: u16) -> Occupied<C> {
         // SAFETY: the pop (or registration) that produced `index` made us its
         // owner.
         let h = unsafe { self.take(index) };
@@ -500,12 +500,12 @@ impl<C> Slots<C> {
     ///
     /// The caller owns `index` (popped it, took its chain, or is undoing
     /// its own `put`).
-    unsafe fn take(&self, index: u16) -> Handoff<C> {
+    unsafe fn take(&self, index: u16) -> Occupied<C> {
         // SAFETY: the caller owns the slot; the Acquire pop that gave it
         // ownership made the pusher's write visible.
         let entry = self.get(index).entry.with_mut(|e| unsafe { (*e).take() });
         match entry {
-            Some(entry) => Handoff { index, entry },
+            Some(entry) => Occupied { index, entry },
             // An idle-stack index always has its entry; anything else is a
             // bug in this crate, not a user error.
             None => unreachable!("idle slot {index} held no connection"),
@@ -530,7 +530,7 @@ mod tests {
     use super::*;
     use crate::clock::Stamp;
 
-    /// An idle entry holding `conn` (also used by `slots/cache.rs`'s tests).
+    /// An idle entry holding `conn` (also used by `slots/parked.rs`'s tests).
     pub(super) fn entry(conn: u32) -> Entry<u32> {
         let t = Stamp::from_nanos(1);
         Entry {

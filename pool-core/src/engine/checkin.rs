@@ -29,7 +29,7 @@ use crate::clock::Stamp;
 use crate::engine::in_flight::Floating;
 use crate::index_stack::PushRefused;
 use crate::engine::Engine;
-use crate::slots::{Handoff, Held, Slot, State};
+use crate::slots::{Occupied, Held, Slot, State};
 use crate::stats::Reason;
 
 /// A connection checked out of a [`Pool`](crate::Pool).
@@ -77,7 +77,7 @@ use crate::stats::Reason;
 pub struct PooledConnection<M: ManageConnection> {
     /// The guard's count of the pool. Dropped by `drop`, unless the
     /// connection is parked in its slot, which then keeps the count for
-    /// the next checkout (`slots/cache.rs`, "The pool's reference").
+    /// the next checkout (`slots/parked.rs`, "The pool's reference").
     shared: ManuallyDrop<Arc<Engine<M>>>,
     /// The slot, whose connection is used in place: checkout and return
     /// move this token, not the connection. Taken only by `drop` or
@@ -101,7 +101,7 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PooledConnection")
-            .field("pool", &self.shared.config().name())
+            .field("pool", &self.shared.config.name())
             .field("slot", &self.held.index())
             .field("conn", &**self)
             .finish()
@@ -139,9 +139,9 @@ impl<M: ManageConnection> PooledConnection<M> {
                 ManuallyDrop::take(&mut this.shared),
             )
         };
-        let held_for = shared.clock().now().since(this.checked_out_at);
-        shared.release_tracking(shared.slots().held_slot(&held), held_for);
-        let (slot, entry) = shared.slots().take_held(held).vacate();
+        let held_for = shared.clock.now().since(this.checked_out_at);
+        shared.release_tracking(shared.slots.held_slot(&held), held_for);
+        let (slot, entry) = shared.slots.take_held(held).vacate();
         shared.free_slot(slot);
         entry.conn
     }
@@ -152,14 +152,14 @@ impl<M: ManageConnection> Deref for PooledConnection<M> {
 
     #[inline]
     fn deref(&self) -> &M::Connection {
-        &self.shared.slots().entry(&self.held).conn
+        &self.shared.slots.entry(&self.held).conn
     }
 }
 
 impl<M: ManageConnection> DerefMut for PooledConnection<M> {
     #[inline]
     fn deref_mut(&mut self) -> &mut M::Connection {
-        &mut self.shared.slots().entry_mut(&mut self.held).conn
+        &mut self.shared.slots.entry_mut(&mut self.held).conn
     }
 }
 
@@ -176,8 +176,8 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
             )
         };
         if self.discard {
-            let slots = count.slots();
-            let held_for = count.clock().now().since(self.checked_out_at);
+            let slots = &count.slots;
+            let held_for = count.clock.now().since(self.checked_out_at);
             count.release_tracking(slots.held_slot(&held), held_for);
             count.evict(slots.take_held(held), Reason::Closed);
         } else if let Some(index) = count.checkin(held, self.checked_out_at) {
@@ -187,7 +187,7 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
             // no reference into it but the state word lives across it
             // (`checkin`'s frames have returned); `forget` then only drops
             // the pointer.
-            if crate::slots::publish(count.slots().state_of(index)) {
+            if crate::slots::publish(count.slots.state_of(index)) {
                 std::mem::forget(count);
             }
         }
@@ -199,10 +199,10 @@ impl<M: ManageConnection> Engine<M> {
     /// holder site (one store), the hold time histogram and the leak state.
     pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {
         let leak = &slot.leak;
-        if self.config().leak_detection_threshold().is_none() {
+        if self.config.leak_detection_threshold().is_none() {
             leak.release();
         } else {
-            let reported = if self.config().leak_detection_backtrace() {
+            let reported = if self.config.leak_detection_backtrace() {
                 leak.release();
                 leak.returned()
             } else {
@@ -210,14 +210,14 @@ impl<M: ManageConnection> Engine<M> {
             };
             if reported {
                 tracing::info!(
-                    pool = self.config().name(),
+                    pool = self.config.name(),
                     held_ms = held.as_millis() as u64,
                     "previously reported leaked connection was returned"
                 );
             }
         }
         #[cfg(feature = "metrics")]
-        self.stats().hold.local().record_bucket(held);
+        self.stats.hold.local().record_bucket(held);
     }
 
     /// Takes back a connection from a dropped guard; a clean one is
@@ -225,11 +225,11 @@ impl<M: ManageConnection> Engine<M> {
     /// when it was parked in its own slot for this thread (`affinity.rs`):
     /// the guard ends the park with `publish`.
     pub(crate) fn checkin(self: &Arc<Self>, mut held: Held, checked_out_at: Stamp) -> Option<u16> {
-        let now = self.clock().now();
+        let now = self.clock.now();
         let held_for = now.since(checked_out_at);
-        let slots = self.slots();
+        let slots = &self.slots;
         self.release_tracking(slots.held_slot(&held), held_for);
-        let manager = self.manager();
+        let manager = &self.manager;
         let broken = match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
             Ok(broken) => broken,
             Err(panic) => {
@@ -258,7 +258,7 @@ impl<M: ManageConnection> Engine<M> {
                 return None;
             }
         };
-        if !dirty && !self.has_return_hook() {
+        if !dirty && !self.hook_at_return {
             return self.deliver_held(held);
         }
         let h = slots.take_held(held);
@@ -267,7 +267,7 @@ impl<M: ManageConnection> Engine<M> {
         // frees the slot.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
-                pool = self.config().name(),
+                pool = self.config.name(),
                 "connection needing a reset returned outside a tokio runtime; closing it"
             );
             self.evict(h, Reason::ResetFailed);
@@ -283,7 +283,7 @@ impl<M: ManageConnection> Engine<M> {
     /// parked for this thread, to be published (`park_returned`).
     #[inline]
     fn deliver_held(self: &Arc<Self>, held: Held) -> Option<u16> {
-        let slots = self.slots();
+        let slots = &self.slots;
         // Callers queued, or over the bound after a shrink (`deliver`
         // retires it): the slow path.
         if !slots.has_waiters() && !slots.over_limit() {
@@ -308,8 +308,8 @@ impl<M: ManageConnection> Engine<M> {
     /// Puts a connection the caller owns back in service: to the longest
     /// waiter, else on top of the idle stack. Lock-free unless someone is
     /// waiting.
-    pub(crate) fn deliver(self: &Arc<Self>, mut h: Handoff<M::Connection>) {
-        let slots = self.slots();
+    pub(crate) fn deliver(self: &Arc<Self>, mut h: Occupied<M::Connection>) {
+        let slots = &self.slots;
         // Above the bound after `Pool::resize` shrank it: retire it.
         if slots.over_limit() {
             return self.evict(h, Reason::SoftEvict);
@@ -322,7 +322,7 @@ impl<M: ManageConnection> Engine<M> {
                 // Marked in use before the waiter can see it; a returned
                 // connection already is, and its slot's line stays clean.
                 slots.slot(&h).mark(State::InUse);
-                match self.waiters().offer(|| slots.clear_waiting(), h) {
+                match self.waiters.offer(|| slots.clear_waiting(), h) {
                     Ok(()) => return,
                     // The queue emptied meanwhile and the bit is cleared.
                     Err(back) => h = back,
@@ -349,12 +349,12 @@ impl<M: ManageConnection> Engine<M> {
     #[cold]
     fn manager_panicked(
         self: &Arc<Self>,
-        h: Handoff<M::Connection>,
+        h: Occupied<M::Connection>,
         what: &'static str,
         panic: Box<dyn Any + Send>,
     ) {
         tracing::error!(
-            pool = self.config().name(),
+            pool = self.config.name(),
             "the manager's {what} panicked on a returned connection; closing it"
         );
         self.evict(h, Reason::Broken);
@@ -372,10 +372,10 @@ async fn reset_then_deliver<M: ManageConnection>(
     held_for: Duration,
 ) {
     let shared = conn.shared().clone();
-    let limit = shared.config().validation_timeout();
-    let name = shared.config().name();
+    let limit = shared.config.validation_timeout();
+    let name = shared.config.name();
     if dirty {
-        match tokio::time::timeout(limit, shared.manager().reset(conn.conn_mut())).await {
+        match tokio::time::timeout(limit, shared.manager.reset(conn.conn_mut())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
@@ -389,7 +389,7 @@ async fn reset_then_deliver<M: ManageConnection>(
     }
     if let Some(hooks) = shared.return_hook() {
         let info = ConnectionInfo::new(
-            shared.clock().now().since(conn.entry().created_at),
+            shared.clock.now().since(conn.entry().created_at),
             held_for,
         );
         conn.closes_as(Reason::Hook);

@@ -18,7 +18,7 @@ use crate::engine::PooledConnection;
 use crate::engine::in_flight::Floating;
 use crate::index_stack::Popped;
 use crate::engine::Engine;
-use crate::slots::{Entry, Handoff, Held};
+use crate::slots::{Entry, Occupied, Held};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 
@@ -32,13 +32,13 @@ enum Refused {
 
 /// A waiter queues in the pool's queue, asks for connections once queued,
 /// and passes on a connection it was handed but left without.
-impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Engine<M>> {
-    fn queue(&self) -> &WaiterQueue<Handoff<M::Connection>> {
-        self.waiters()
+impl<M: ManageConnection> WaitHost<Occupied<M::Connection>> for Arc<Engine<M>> {
+    fn queue(&self) -> &WaiterQueue<Occupied<M::Connection>> {
+        &self.waiters
     }
 
-    fn mark_waiting(&self) -> Result<(), Handed<Handoff<M::Connection>>> {
-        match self.slots().mark_waiting() {
+    fn flag_waiting(&self) -> Result<(), Handed<Occupied<M::Connection>>> {
+        match self.slots.mark_waiting() {
             Ok(()) => Ok(()),
             Err((Popped::Node(h), counted)) => {
                 // The caller's `get()` holds a `Pool` handle.
@@ -49,18 +49,18 @@ impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Engine<M>> {
         }
     }
 
-    fn clear_waiting(&self) {
-        self.slots().clear_waiting();
+    fn unflag_waiting(&self) {
+        self.slots.clear_waiting();
     }
 
     fn queued(&self, rearm: bool) {
         if rearm {
-            self.sweeper().rearm(self);
+            self.sweeper.rearm(self);
         }
         self.request_connections();
     }
 
-    fn orphaned(&self, h: Handoff<M::Connection>) {
+    fn orphaned(&self, h: Occupied<M::Connection>) {
         self.deliver(h);
     }
 }
@@ -68,8 +68,8 @@ impl<M: ManageConnection> WaitHost<Handoff<M::Connection>> for Arc<Engine<M>> {
 impl<M: ManageConnection> Engine<M> {
     /// Pops an idle connection, counted in use.
     #[inline]
-    fn pop_idle(&self) -> Result<Option<Handoff<M::Connection>>, PoolError<M::Error>> {
-        match self.slots().pop_idle() {
+    fn pop_for_handoff(&self) -> Result<Option<Occupied<M::Connection>>, PoolError<M::Error>> {
+        match self.slots.pop_idle() {
             Popped::Node(h) => Ok(Some(h)),
             Popped::Empty | Popped::Waiters => Ok(None),
             Popped::Closed => Err(PoolError::Closed),
@@ -81,7 +81,7 @@ impl<M: ManageConnection> Engine<M> {
         self: &Arc<Self>,
         started: Stamp,
         deadline: Option<Stamp>,
-    ) -> Result<Handoff<M::Connection>, PoolError<M::Error>> {
+    ) -> Result<Occupied<M::Connection>, PoolError<M::Error>> {
         self.ensure_housekeeper();
         loop {
             // Connects are failing and a connector sleeps out its
@@ -91,15 +91,15 @@ impl<M: ManageConnection> Engine<M> {
             // it). The back-off paces attempts nobody waits for, never a
             // caller: the first `get()` after the database is back
             // succeeds.
-            let woke = self.connector().wake_pacing();
+            let woke = self.connector.wake_pacing();
             // Known down (fail fast) with every connector place mid-connect:
             // fail now rather than wait for an attempt that may hang until
             // `connect_timeout`.
             if !woke
-                && self.connector().is_down()
+                && self.connector.is_down()
                 && !self
-                    .connector()
-                    .has_room(self.config().max_concurrent_connects())
+                    .connector
+                    .has_room(self.config.max_concurrent_connects())
             {
                 if let Some(e) = self.failed_fast(started) {
                     return Err(e);
@@ -144,21 +144,21 @@ impl<M: ManageConnection> Engine<M> {
         if crate::coop::due() {
             tokio::task::consume_budget().await;
         }
-        let now = self.clock().now();
+        let now = self.clock.now();
         // The fast path, written out here so that the guard is built in
         // place from the popped token: no `Result`/`Option`/enum layers for
         // the token to be copied through (each copy of its odd-sized value
         // through stack slots cost store-forwarding stalls).
-        let slots = self.slots();
+        let slots = &self.slots;
         let popped = if self.is_suspended() {
             // Suspended: nothing is handed out; the slow path waits.
             None
         } else {
             loop {
                 // `lease`: the pool's count a connection this thread parked
-                // carried, which the guard takes over (`slots/cache.rs`);
+                // carried, which the guard takes over (`slots/parked.rs`);
                 // dropped if the connection is not handed out here.
-                let (held, lease) = match self.pop_held() {
+                let (held, lease) = match self.claim_or_pop() {
                     (Popped::Node(held), lease) => (held, lease),
                     (Popped::Empty | Popped::Waiters, _) => break None,
                     (Popped::Closed, _) => return Err(PoolError::Closed),
@@ -190,7 +190,7 @@ impl<M: ManageConnection> Engine<M> {
     /// checked out, which its connect just showed to work.
     #[inline]
     fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.has_checkout_hook() || (self.validation_due(entry, now) && !is_fresh(entry, now))
+        self.hook_at_checkout || (self.validation_due(entry, now) && !is_fresh(entry, now))
     }
 
     /// Whether `is_valid` must run before `entry` is handed out: idle
@@ -199,9 +199,9 @@ impl<M: ManageConnection> Engine<M> {
     /// window that keeps quiet times cheap).
     #[inline]
     fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.config().validation_mode() == ValidationMode::IsValid
-            && (entry.idle_for(now) >= self.config().validation_bypass()
-                || self.connector().failed_since(entry.last_ping))
+        self.config.validation_mode() == ValidationMode::IsValid
+            && (entry.idle_for(now) >= self.config.validation_bypass()
+                || self.connector.failed_since(entry.last_ping))
     }
 
     /// The manager's cheap `has_broken` on a connection about to be handed
@@ -210,7 +210,7 @@ impl<M: ManageConnection> Engine<M> {
     /// unwinding into the caller.
     #[inline]
     fn check_not_broken(self: &Arc<Self>, mut held: Held, now: Stamp) -> Option<Held> {
-        let slots = self.slots();
+        let slots = &self.slots;
         match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
             Ok(false) => Some(held),
             Ok(true) => {
@@ -219,8 +219,8 @@ impl<M: ManageConnection> Engine<M> {
                 // connectors back off by it instead of opening and closing
                 // as fast as the server answers (see `connector.rs`).
                 let created_at = slots.entry(&held).created_at;
-                self.connector()
-                    .count_check(self.clock(), created_at, false);
+                self.connector
+                    .count_check(&self.clock, created_at, false);
                 self.evict(slots.take_held(held), Reason::Broken);
                 None
             }
@@ -239,10 +239,10 @@ impl<M: ManageConnection> Engine<M> {
         conn: &mut M::Connection,
         now: Stamp,
     ) -> Result<bool, Box<dyn std::any::Any + Send>> {
-        let manager = self.manager();
+        let manager = &self.manager;
         let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
         if broken {
-            self.connector().saw_failure(now);
+            self.connector.saw_failure(now);
         }
         Ok(broken)
     }
@@ -256,14 +256,14 @@ impl<M: ManageConnection> Engine<M> {
         site: &'static Location<'static>,
         lease: Option<Arc<Self>>,
     ) -> PooledConnection<M> {
-        let leak = &self.slots().held_slot(&held).leak;
+        let leak = &self.slots.held_slot(&held).leak;
         leak.hold(site, now);
-        if self.config().leak_detection_threshold().is_some()
-            && self.config().leak_detection_backtrace()
+        if self.config.leak_detection_threshold().is_some()
+            && self.config.leak_detection_backtrace()
         {
             leak.taken(site, now);
         }
-        if self.config().min_idle() != 0 {
+        if self.config.min_idle() != 0 {
             self.top_up_idle();
         }
         // The guard's count of the pool: the one a parked slot carried, else
@@ -274,7 +274,7 @@ impl<M: ManageConnection> Engine<M> {
     async fn acquire_slow(
         self: &Arc<Self>,
         start: Stamp,
-        mut popped: Option<Handoff<M::Connection>>,
+        mut popped: Option<Occupied<M::Connection>>,
         timeout: Duration,
         site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
@@ -290,20 +290,20 @@ impl<M: ManageConnection> Engine<M> {
                 // stack word once more.
                 None => {
                     let h = self.wait_for(start, deadline).await?;
-                    now = self.clock().now();
+                    now = self.clock.now();
                     h
                 }
             };
             // Suspended: the connection joins the parked idle set and the
             // caller waits again (within its deadline) for `resume`.
-            let Some(handoff) = self.park_if_suspended(handoff) else {
+            let Some(handoff) = self.shelve_if_suspended(handoff) else {
                 continue;
             };
             match self.checkout(handoff, start, now, deadline, site).await {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => {
-                    now = self.clock().now();
-                    popped = self.pop_idle()?;
+                    now = self.clock.now();
+                    popped = self.pop_for_handoff()?;
                 }
                 Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
             }
@@ -313,7 +313,7 @@ impl<M: ManageConnection> Engine<M> {
     /// Checks a connection about to be handed out on the slow path.
     async fn checkout(
         self: &Arc<Self>,
-        h: Handoff<M::Connection>,
+        h: Occupied<M::Connection>,
         start: Stamp,
         now: Stamp,
         deadline: Option<Stamp>,
@@ -330,19 +330,19 @@ impl<M: ManageConnection> Engine<M> {
         // touched (a manager whose `has_broken` says true after first use
         // left every caller waiting out its timeout).
         if h.entry.from_connect {
-            self.connector()
-                .count_check(self.clock(), h.entry.created_at, true);
+            self.connector
+                .count_check(&self.clock, h.entry.created_at, true);
             return Ok(self.handed_out_after_wait(h, start, now, site));
         }
         // The same check as the fast path's, through the slot (a move in
         // and out of it, on the slow path only).
-        let Some(held) = self.check_not_broken(self.slots().hold(h), now) else {
+        let Some(held) = self.check_not_broken(self.slots.hold(h), now) else {
             return Err(Refused::Retry);
         };
-        let h = self.slots().take_held(held);
+        let h = self.slots.take_held(held);
         if !self.needs_check(&h.entry, now) {
-            self.connector()
-                .count_check(self.clock(), h.entry.created_at, true);
+            self.connector
+                .count_check(&self.clock, h.entry.created_at, true);
             return Ok(self.handed_out_after_wait(h, start, now, site));
         }
         let created_at = h.entry.created_at;
@@ -355,17 +355,17 @@ impl<M: ManageConnection> Engine<M> {
         let mut conn = Floating::new(self.clone(), h, Reason::Validation);
         // The checks run on tokio timers: the limit is a tokio instant.
         let allowed = match deadline {
-            Some(d) => self.config().validation_timeout().min(d.since(now)),
-            None => self.config().validation_timeout(),
+            Some(d) => self.config.validation_timeout().min(d.since(now)),
+            None => self.config.validation_timeout(),
         };
         let limit = Instant::now().checked_add(allowed);
         let checked = self
             .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
             .await;
-        self.connector()
-            .count_check(self.clock(), created_at, checked.is_ok());
+        self.connector
+            .count_check(&self.clock, created_at, checked.is_ok());
         checked?;
-        let now = self.clock().now();
+        let now = self.clock.now();
         Ok(self.handed_out_after_wait(conn.land(), start, now, site))
     }
 
@@ -397,10 +397,10 @@ impl<M: ManageConnection> Engine<M> {
         }
         if validate {
             conn.closes_as(Reason::Validation);
-            let checked = run_until(limit, self.manager().is_valid(conn.conn_mut())).await;
+            let checked = run_until(limit, self.manager.is_valid(conn.conn_mut())).await;
             self.judge(checked, deadline, "validation")?;
             // Known alive now: past any failure epoch seen so far.
-            conn.entry_mut().last_ping = self.clock().now();
+            conn.entry_mut().last_ping = self.clock.now();
         }
         Ok(())
     }
@@ -409,13 +409,13 @@ impl<M: ManageConnection> Engine<M> {
     /// (`slow_acquire_threshold`), and makes its guard.
     fn handed_out_after_wait(
         self: &Arc<Self>,
-        h: Handoff<M::Connection>,
+        h: Occupied<M::Connection>,
         start: Stamp,
         now: Stamp,
         site: &'static Location<'static>,
     ) -> PooledConnection<M> {
         let waited = now.since(start);
-        self.stats().acquire_wait.local().record(waited);
+        self.stats.acquire_wait.local().record(waited);
         if self
             .config()
             .slow_acquire_threshold()
@@ -423,7 +423,7 @@ impl<M: ManageConnection> Engine<M> {
         {
             self.warn_slow_acquire(waited, site, now);
         }
-        self.hand_out(self.slots().hold(h), now, site, None)
+        self.hand_out(self.slots.hold(h), now, site, None)
     }
 
     /// The slow-acquire WARN: the wait, the caller, and who held the
@@ -432,7 +432,7 @@ impl<M: ManageConnection> Engine<M> {
     fn warn_slow_acquire(&self, waited: Duration, site: &'static Location<'static>, now: Stamp) {
         let holders = self.holder_sites(now);
         tracing::warn!(
-            pool = self.config().name(),
+            pool = self.config.name(),
             waited_ms = waited.as_millis() as u64,
             caller = %site,
             "slow acquire: waited {waited:?} for a connection at {site} ({state}; held: {holders})",
@@ -451,15 +451,15 @@ impl<M: ManageConnection> Engine<M> {
         match checked {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
-                tracing::debug!(pool = self.config().name(), error = %e, "{what} failed; closing connection");
+                tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
                 self.set_last_error(std::sync::Arc::new(e));
-                self.connector().saw_failure(self.clock().now());
+                self.connector.saw_failure(self.clock.now());
                 Err(Refused::Retry)
             }
             None => {
                 self.set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                self.connector().saw_failure(self.clock().now());
-                if deadline.is_some_and(|d| self.clock().now() >= d) {
+                self.connector.saw_failure(self.clock.now());
+                if deadline.is_some_and(|d| self.clock.now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {
                     Err(Refused::Retry)
@@ -476,10 +476,10 @@ impl<M: ManageConnection> Engine<M> {
         if self.is_suspended() {
             return None;
         }
-        let now = self.clock().now();
-        let slots = self.slots();
+        let now = self.clock.now();
+        let slots = &self.slots;
         loop {
-            let (held, lease) = match self.pop_held_any() {
+            let (held, lease) = match self.claim_or_pop_any() {
                 (Popped::Node(held), lease) => (held, lease),
                 _ => return None,
             };

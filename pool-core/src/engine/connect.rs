@@ -384,7 +384,7 @@ impl<M: ManageConnection> Engine<M> {
     /// connections) and the shortfall below `min_idle` (idle ones; counted
     /// only when `min_idle` is set, as it adds up the slots).
     pub(crate) fn demand(&self) -> u32 {
-        let waiting = self.waiters().waiting();
+        let waiting = self.waiters.waiting();
         if !self.has_handles() {
             return waiting;
         }
@@ -400,7 +400,7 @@ impl<M: ManageConnection> Engine<M> {
     /// stops on a stale count is safe: the last one to stop looks at the
     /// demand again (`connector_done`).
     fn wants_another(&self) -> bool {
-        let others = self.connector().running().saturating_sub(1);
+        let others = self.connector.running().saturating_sub(1);
         self.demand() > others
     }
 
@@ -408,11 +408,11 @@ impl<M: ManageConnection> Engine<M> {
     /// and the shortfall below `min_idle` (idle ones; counted only when
     /// `min_idle` is set, as it adds up the slots).
     fn shortfall(&self) -> u32 {
-        let total = self.slots().open();
-        let mut short = self.config().min_size().saturating_sub(total);
-        let min_idle = self.config().min_idle();
+        let total = self.slots.open();
+        let mut short = self.config.min_size().saturating_sub(total);
+        let min_idle = self.config.min_idle();
         if min_idle != 0 {
-            short = short.max(min_idle.saturating_sub(self.slots().census().idle));
+            short = short.max(min_idle.saturating_sub(self.slots.census().idle));
         }
         short
     }
@@ -425,9 +425,9 @@ impl<M: ManageConnection> Engine<M> {
     /// stop.
     pub(crate) fn top_up_idle(self: &Arc<Self>) {
         if self
-            .connector()
-            .has_room(self.config().max_concurrent_connects())
-            && self.slots().open() < self.slots().limit()
+            .connector
+            .has_room(self.config.max_concurrent_connects())
+            && self.slots.open() < self.slots.limit()
         {
             self.request_connections();
         }
@@ -441,11 +441,11 @@ impl<M: ManageConnection> Engine<M> {
         // (after its `running` decrement) or a freed slot's (after the
         // `open` decrement), so one of the two sees the other's write.
         fence(Ordering::SeqCst);
-        let limit = self.config().max_concurrent_connects();
+        let limit = self.config.max_concurrent_connects();
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.slots().open() >= self.slots().limit()
+            if self.slots.open() >= self.slots.limit()
                 || self.is_closed()
                 || self.is_suspended()
             {
@@ -455,13 +455,13 @@ impl<M: ManageConnection> Engine<M> {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };
-            if !self.connector().claim(limit, || self.demand()) {
+            if !self.connector.claim(limit, || self.demand()) {
                 return;
             }
             // The models have no runtime: they count the connector instead
             // and play its part themselves.
             #[cfg(loom)]
-            self.connector().started.fetch_add(1, Ordering::Relaxed);
+            self.connector.started.fetch_add(1, Ordering::Relaxed);
             #[cfg(not(loom))]
             runtime.spawn(connector(self.clone()));
         }
@@ -477,20 +477,20 @@ impl<M: ManageConnection> Engine<M> {
 
     /// Reserves a free slot for a connect; `None` at `max_size`.
     pub(crate) fn reserve(self: &Arc<Self>) -> Option<Reservation<M>> {
-        let slot = self.slots().reserve()?;
+        let slot = self.slots.reserve()?;
         Some(Reservation::new(self.clone(), slot))
     }
 
     /// Opens one connection and runs the `after_connect` hook, within
     /// `connect_timeout`.
     pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
-        let limit = self.config().connect_timeout();
+        let limit = self.config.connect_timeout();
         let generation = self.generation();
         #[cfg(feature = "metrics")]
         let started = Instant::now();
         let mut connecting = Box::pin(async {
-            let mut conn = self.manager().connect().await?;
-            if let Some(hooks) = self.hooks() {
+            let mut conn = self.manager.connect().await?;
+            if let Some(hooks) = self.hooks.as_deref() {
                 hooks.after_connect(&mut conn).await?;
             }
             Ok(conn)
@@ -512,14 +512,14 @@ impl<M: ManageConnection> Engine<M> {
             Ok(Err(panic)) => return Err(OpenError::Panicked(panic)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        self.connector().count_success();
-        if self.connector().is_down() {
+        self.connector.count_success();
+        if self.connector.is_down() {
             self.recovered();
         }
-        let now = self.clock().now();
-        self.stats().created();
+        let now = self.clock.now();
+        self.stats.created();
         #[cfg(feature = "metrics")]
-        self.export().created(started.elapsed());
+        self.export.created(started.elapsed());
         Ok(Entry {
             conn,
             created_at: now,
@@ -534,18 +534,18 @@ impl<M: ManageConnection> Engine<M> {
 
     /// `now + max_lifetime`, shortened by a random jitter.
     fn lifetime_deadline(&self, now: Stamp) -> Stamp {
-        let Some(life) = self.config().max_lifetime() else {
+        let Some(life) = self.config.max_lifetime() else {
             return Stamp::NEVER;
         };
-        let jitter = life.mul_f64(self.config().max_lifetime_jitter() * fastrand::f64());
+        let jitter = life.mul_f64(self.config.max_lifetime_jitter() * fastrand::f64());
         now.after(life.saturating_sub(jitter))
     }
 
     /// Counts a failed connect, in the snapshot and the export alike.
     fn count_creation_error(&self) {
-        self.stats().creation_failed();
+        self.stats.creation_failed();
         #[cfg(feature = "metrics")]
-        self.export().creation_failed();
+        self.export.creation_failed();
     }
 
     /// Records a failed connect (its slot already given back) and says
@@ -559,34 +559,34 @@ impl<M: ManageConnection> Engine<M> {
     pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> AfterFailure {
         self.count_creation_error();
         let capacity =
-            matches!(&err, OpenError::Backend(e) if self.manager().is_capacity_refusal(e));
+            matches!(&err, OpenError::Backend(e) if self.manager.is_capacity_refusal(e));
         let permanent =
-            matches!(&err, OpenError::Backend(e) if self.manager().is_permanent_error(e));
+            matches!(&err, OpenError::Backend(e) if self.manager.is_permanent_error(e));
         // A panic says the code is broken, not the database: no failure
         // epoch, no fail fast; callers wait (and time out with it as the
         // last error) while the connect is retried with back-off.
         let panicked = matches!(&err, OpenError::Panicked(_));
         let (failure, last) = err.into_failure();
         if panicked {
-            tracing::error!(pool = self.config().name(), error = %last, "connect failed");
+            tracing::error!(pool = self.config.name(), error = %last, "connect failed");
         } else {
-            tracing::warn!(pool = self.config().name(), error = %last, "connect failed");
+            tracing::warn!(pool = self.config.name(), error = %last, "connect failed");
         }
         self.set_last_error(last);
         if capacity || panicked {
             return AfterFailure::Pace { wakeable: false };
         }
-        self.connector().saw_failure(self.clock().now());
-        if self.connector().count_failure() == 1 && !permanent {
+        self.connector.saw_failure(self.clock.now());
+        if self.connector.count_failure() == 1 && !permanent {
             return AfterFailure::RetryNow;
         }
-        if !self.config().fail_fast() || self.slots().open() != 0 {
+        if !self.config.fail_fast() || self.slots.open() != 0 {
             return AfterFailure::Pace { wakeable: true };
         }
         *lock(self.failure()) = Some(failure);
         // Relaxed: a hint; callers read the failure under its lock.
-        self.connector().down.store(1, Ordering::Relaxed);
-        self.waiters().fail_all(|| self.slots().clear_waiting());
+        self.connector.down.store(1, Ordering::Relaxed);
+        self.waiters.fail_all(|| self.slots.clear_waiting());
         AfterFailure::Pace { wakeable: true }
     }
 
@@ -594,7 +594,7 @@ impl<M: ManageConnection> Engine<M> {
     fn recovered(&self) {
         let mut failure = lock(self.failure());
         // Relaxed: as in `connect_failed`; both under the failure's lock.
-        self.connector().down.store(0, Ordering::Relaxed);
+        self.connector.down.store(0, Ordering::Relaxed);
         *failure = None;
     }
 
@@ -621,10 +621,10 @@ impl<M: ManageConnection> Engine<M> {
         let Some(slot) = self.reserve() else {
             return Err(conn);
         };
-        if self.connector().is_down() {
+        if self.connector.is_down() {
             self.recovered();
         }
-        let now = self.clock().now();
+        let now = self.clock.now();
         slot.fill(Entry {
             conn,
             created_at: now,
@@ -643,11 +643,11 @@ impl<M: ManageConnection> Engine<M> {
     /// first, failing fast, then the rest of `min_size`,
     /// `max_concurrent_connects` at a time.
     pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
-        let wanted = self.config().min_size().max(1);
+        let wanted = self.config.min_size().max(1);
         self.open_one_initial().await?;
         let mut left = wanted - 1;
         while left > 0 {
-            let batch = left.min(self.config().max_concurrent_connects());
+            let batch = left.min(self.config.max_concurrent_connects());
             let mut opening = tokio::task::JoinSet::new();
             for _ in 0..batch {
                 let shared = self.clone();
@@ -674,14 +674,14 @@ impl<M: ManageConnection> Engine<M> {
         };
         let started = Instant::now();
         let opened = match self.open().await {
-            Err(OpenError::Backend(e)) if !self.manager().is_permanent_error(&e) => {
-                tracing::warn!(pool = self.config().name(), error = %e, "connect failed; retrying once");
+            Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
+                tracing::warn!(pool = self.config.name(), error = %e, "connect failed; retrying once");
                 self.count_creation_error();
                 self.open().await
             }
             Err(OpenError::TimedOut(limit)) => {
                 tracing::warn!(
-                    pool = self.config().name(),
+                    pool = self.config.name(),
                     timeout = ?limit,
                     "connect timed out; retrying once"
                 );
@@ -728,7 +728,7 @@ impl<M: ManageConnection> Engine<M> {
 /// One connector task; see the module docs.
 #[cfg_attr(loom, allow(dead_code))]
 async fn connector<M: ManageConnection>(shared: Arc<Engine<M>>) {
-    let running = shared.connector().adopt();
+    let running = shared.connector.adopt();
     open_while_wanted(&shared).await;
     shared.connector_done(running);
 }
@@ -740,7 +740,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
         if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {
             return;
         }
-        let rejected = shared.connector().rejected_in_a_row();
+        let rejected = shared.connector.rejected_in_a_row();
         if rejected > 0 {
             // Paces connects while checkouts keep rejecting new connections
             // (see the module docs); not a poll: callers are served by the
@@ -767,7 +767,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 };
                 // Known down and nobody waiting: end now, so the next
                 // `get()` starts an attempt at once.
-                if shared.connector().is_down() && shared.demand() == 0 {
+                if shared.connector.is_down() && shared.demand() == 0 {
                     return;
                 }
                 // Back-off between failed connects, not a poll: the loop ends
@@ -777,7 +777,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 // a caller's.
                 let pause = jittered(backoff);
                 if wakeable {
-                    shared.connector().pace(pause).await;
+                    shared.connector.pace(pause).await;
                 } else {
                     // A fleet ticket freed by another process, or code that
                     // stops panicking, sends no notification: a timed

@@ -1,5 +1,5 @@
 //! The pool's reference count against parked connections
-//! (`slots/cache.rs`, "The pool's reference"): a parked slot carries its
+//! (`slots/parked.rs`, "The pool's reference"): a parked slot carries its
 //! guard's count, every claim takes it over or releases it exactly once,
 //! and dropping the last handle frees the pool and closes its connections
 //! whatever was parked. A count taken twice shows here as a count below
@@ -85,7 +85,7 @@ fn shared(pool: &Pool<Counting>) -> &Arc<Engine<Counting>> {
 }
 
 fn parked(pool: &Pool<Counting>) -> usize {
-    shared(pool).slots().parked()
+    shared(pool).slots.parked()
 }
 
 /// The pool's strong count is its handles, its guards and its parked

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::clock::Stamp;
 use crate::engine::in_flight::Floating;
 use crate::engine::Engine;
-use crate::slots::{Handoff, State};
+use crate::slots::{Occupied, State};
 use crate::stats::Reason;
 use crate::sync::{AtomicU32, Ordering};
 
@@ -59,12 +59,12 @@ impl Housekeeper {
 impl<M: ManageConnection> Engine<M> {
     /// Starts the housekeeper if it is not running and a runtime is at hand.
     pub(crate) fn ensure_housekeeper(self: &Arc<Self>) {
-        self.housekeeper().ensure(self);
+        self.housekeeper.ensure(self);
     }
 
     /// Time between ticks.
     fn tick(&self) -> Duration {
-        let c = self.config();
+        let c = &self.config;
         [
             Some(c.housekeeping_period()),
             c.leak_detection_threshold(),
@@ -81,7 +81,7 @@ impl<M: ManageConnection> Engine<M> {
     /// `housekeeping_period`, or every tick while keepalive is on); every
     /// tick refills, checks leaks and exports.
     pub(crate) async fn housekeep(self: &Arc<Self>, sweep: bool) {
-        let now = self.clock().now();
+        let now = self.clock.now();
         // Suspended: nothing is retired (nor opened: see
         // `request_connections`).
         if sweep && !self.is_suspended() {
@@ -92,12 +92,12 @@ impl<M: ManageConnection> Engine<M> {
         self.report_leaks(now);
         #[cfg(feature = "metrics")]
         {
-            let fast = self.slots().checkouts();
-            let stats = self.stats();
+            let fast = self.slots.checkouts();
+            let stats = &self.stats;
             let summary = stats.acquire_wait.summary_with_zeros(fast, []);
-            self.export().refresh(
+            self.export.refresh(
                 self.state(),
-                self.config().min_size(),
+                self.config.min_size(),
                 summary.count,
                 fast,
                 stats.acquire_wait.shards(),
@@ -109,10 +109,10 @@ impl<M: ManageConnection> Engine<M> {
     /// Closes idle connections past their idle timeout (never below
     /// `min_size` open nor below `min_idle` idle) or lifetime; returns
     /// those due a keepalive ping.
-    pub(crate) fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Handoff<M::Connection>> {
-        let taken = self.take_all_idle();
-        let mut open = self.slots().open();
-        let config = self.config();
+    pub(crate) fn retire_idle(self: &Arc<Self>, now: Stamp) -> Vec<Occupied<M::Connection>> {
+        let taken = self.collect_idle();
+        let mut open = self.slots.open();
+        let config = &self.config;
         let min = config.min_size();
         let min_idle = config.min_idle() as usize;
         let mut idle = taken.len();
@@ -146,35 +146,9 @@ impl<M: ManageConnection> Engine<M> {
         to_ping
     }
 
-    /// `Pool::retain`: closes the idle connections `keep` rejects (counted
-    /// as soft evictions) and returns how many; the kept ones go back in
-    /// their order.
-    pub(crate) fn retain(
-        self: &Arc<Self>,
-        mut keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
-    ) -> usize {
-        let now = self.clock().now();
-        let taken = self.take_all_idle();
-        let mut kept = Vec::with_capacity(taken.len());
-        let mut closed = 0;
-        for h in taken.into_iter().rev() {
-            let info =
-                pool_api::ConnectionInfo::new(now.since(h.entry.created_at), h.entry.idle_for(now));
-            if keep(&h.entry.conn, info) {
-                kept.push(h);
-            } else {
-                closed += 1;
-                self.evict(h, Reason::SoftEvict);
-            }
-        }
-        for h in kept {
-            self.deliver(h);
-        }
-        closed
-    }
 
     /// Pings idle connections concurrently; those that fail are closed.
-    async fn ping(self: &Arc<Self>, to_ping: Vec<Handoff<M::Connection>>) {
+    async fn ping(self: &Arc<Self>, to_ping: Vec<Occupied<M::Connection>>) {
         if to_ping.is_empty() {
             return;
         }
@@ -182,16 +156,16 @@ impl<M: ManageConnection> Engine<M> {
         for h in to_ping {
             // Out of the idle set while pinged, in flight: closed if the
             // ping is cancelled or fails.
-            self.slots().slot(&h).set(State::InUse);
+            self.slots.slot(&h).set(State::InUse);
             let mut conn = Floating::new(self.clone(), h, Reason::Validation);
-            let limit = self.config().validation_timeout();
+            let limit = self.config.validation_timeout();
             pings.spawn(async move {
                 let shared = conn.shared().clone();
-                let name = shared.config().name();
-                match tokio::time::timeout(limit, shared.manager().is_valid(conn.conn_mut())).await {
+                let name = shared.config.name();
+                match tokio::time::timeout(limit, shared.manager.is_valid(conn.conn_mut())).await {
                     Ok(Ok(())) => {
                         let mut h = conn.land();
-                        h.entry.last_ping = shared.clock().now();
+                        h.entry.last_ping = shared.clock.now();
                         shared.deliver(h);
                     }
                     Ok(Err(e)) => {
@@ -205,18 +179,18 @@ impl<M: ManageConnection> Engine<M> {
         }
         while let Some(done) = pings.join_next().await {
             if let Err(e) = done {
-                tracing::error!(pool = self.config().name(), error = %e, "keepalive ping task failed");
+                tracing::error!(pool = self.config.name(), error = %e, "keepalive ping task failed");
             }
         }
     }
 
     /// Reports connections held past the leak threshold, once each.
     fn report_leaks(&self, now: Stamp) {
-        let Some(threshold) = self.config().leak_detection_threshold() else {
+        let Some(threshold) = self.config.leak_detection_threshold() else {
             return;
         };
-        let backtrace = self.config().leak_detection_backtrace();
-        for slot in self.slots().iter() {
+        let backtrace = self.config.leak_detection_backtrace();
+        for slot in self.slots.iter() {
             let leak = if backtrace {
                 slot.leak.check(now, threshold)
             } else {
@@ -271,9 +245,9 @@ async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
             // `keepalive_interval` and 1 s apart), so a connection is pinged
             // at most one tick after it is due, not up to a whole
             // `housekeeping_period` later.
-            let sweep = shared.config().keepalive_interval().is_some()
+            let sweep = shared.config.keepalive_interval().is_some()
                 || last_sweep.is_none_or(|t| {
-                    now.saturating_duration_since(t) >= shared.config().housekeeping_period()
+                    now.saturating_duration_since(t) >= shared.config.housekeeping_period()
                 });
             if sweep {
                 last_sweep = Some(now);

@@ -22,20 +22,20 @@ use std::sync::Arc;
 use pool_api::ManageConnection;
 
 use crate::engine::Engine;
-use crate::slots::{Entry, Handoff, Vacant};
+use crate::slots::{Entry, Occupied, Vacant};
 use crate::stats::Reason;
 
 /// A connection the pool is working on; see the module docs.
 pub(crate) struct Floating<M: ManageConnection> {
     shared: Arc<Engine<M>>,
     /// Taken only by `drop` or `land`, each of which ends the value.
-    handoff: ManuallyDrop<Handoff<M::Connection>>,
+    handoff: ManuallyDrop<Occupied<M::Connection>>,
     /// Why the connection is closed if this is dropped.
     reason: Reason,
 }
 
 impl<M: ManageConnection> Floating<M> {
-    pub(crate) fn new(shared: Arc<Engine<M>>, h: Handoff<M::Connection>, reason: Reason) -> Self {
+    pub(crate) fn new(shared: Arc<Engine<M>>, h: Occupied<M::Connection>, reason: Reason) -> Self {
         Self {
             shared,
             handoff: ManuallyDrop::new(h),
@@ -65,7 +65,7 @@ impl<M: ManageConnection> Floating<M> {
     }
 
     /// The work is done and the connection is fine: takes it back.
-    pub(crate) fn land(self) -> Handoff<M::Connection> {
+    pub(crate) fn land(self) -> Occupied<M::Connection> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so `handoff` is taken once here
         // and `shared` is read once below; neither is used again.
@@ -111,14 +111,14 @@ impl<M: ManageConnection> Reservation<M> {
     /// caller (`Pool::new`), without starting another connect for it.
     pub(crate) fn abandon(mut self) {
         if let Some(slot) = self.slot.take() {
-            self.shared.slots().free(slot);
+            self.shared.slots.free(slot);
         }
     }
 
     /// Puts the new connection in service.
     pub(crate) fn fill(mut self, entry: Entry<M::Connection>) {
         if let Some(slot) = self.slot.take() {
-            let h = self.shared.slots().fill(slot, entry);
+            let h = self.shared.slots.fill(slot, entry);
             self.shared.deliver(h);
         }
     }

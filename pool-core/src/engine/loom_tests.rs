@@ -63,7 +63,7 @@ fn pool(max: u32, idle: u32) -> std::sync::Arc<Engine<Noop>> {
         .unwrap();
     let shared = std::sync::Arc::new(Engine::new(Noop, config, None));
     for _ in 0..idle {
-        let now = shared.clock().now();
+        let now = shared.clock.now();
         let entry = Entry {
             conn: (),
             created_at: now,
@@ -100,16 +100,16 @@ fn got(r: Result<PooledConnection<Noop>, PoolError<std::io::Error>>) -> PooledCo
 fn assert_counts(shared: &Engine<Noop>, idle: u32, in_use: u32) {
     let s = shared.state();
     assert_eq!((s.idle, s.in_use, s.opening), (idle, in_use, 0), "{s:?}");
-    assert_eq!(shared.waiters().waiting(), 0);
+    assert_eq!(shared.waiters.waiting(), 0);
 }
 
 /// At rest, with every other handle and guard gone: the pool's strong
-/// count is the model's own `Arc` and one per connection parked `Cached`
-/// (`slots/cache.rs`, "The pool's reference"), none lost, none twice.
+/// count is the model's own `Arc` and one per connection parked `Parked`
+/// (`slots/parked.rs`, "The pool's reference"), none lost, none twice.
 fn assert_refs(shared: &std::sync::Arc<Engine<Noop>>) {
     assert_eq!(
         std::sync::Arc::strong_count(shared),
-        1 + shared.slots().parked(),
+        1 + shared.slots.parked(),
         "the pool's count does not match its parked connections"
     );
 }
@@ -184,10 +184,10 @@ fn loom_sweep_races_handoff() {
         let guard = shared.try_acquire(Location::caller()).expect("one idle");
         let mut get = Box::pin(shared.acquire(Duration::from_secs(1), Location::caller()));
         assert!(poll_once(get.as_mut()));
-        let late = shared.clock().now().after(WAIT);
+        let late = shared.clock.now().after(WAIT);
         let s = shared.clone();
         let releaser = thread::spawn(move || drop(guard));
-        let sweeper = thread::spawn(move || s.waiters().sweep(|| s.slots().clear_waiting(), late));
+        let sweeper = thread::spawn(move || s.waiters.sweep(|| s.slots.clear_waiting(), late));
         let outcome = block_on(get.as_mut());
         releaser.join().unwrap();
         assert_eq!(sweeper.join().unwrap(), None, "nothing left to sweep");
@@ -228,7 +228,7 @@ fn loom_close_races_return_and_waiter() {
             Err(e) => panic!("unexpected {e}"),
         }
         assert_counts(&shared, 0, 0);
-        assert_eq!(shared.slots().open(), 0, "a slot was lost");
+        assert_eq!(shared.slots.open(), 0, "a slot was lost");
     });
 }
 
@@ -242,17 +242,17 @@ fn loom_close_races_return_and_waiter() {
 fn loom_waiter_meets_leaving_connector() {
     loom::model(|| {
         let shared = pool(2, 0);
-        assert!(shared.connector().claim(1, || 1), "one connector runs");
+        assert!(shared.connector.claim(1, || 1), "one connector runs");
         let s = shared.clone();
         let connector = thread::spawn(move || {
-            let running = s.connector().adopt();
+            let running = s.connector.adopt();
             s.connector_done(running);
         });
         let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
         connector.join().unwrap();
         assert!(
-            shared.connector().started() >= 1,
+            shared.connector.started() >= 1,
             "a waiter is queued and no connector was started"
         );
         drop(get);
@@ -270,16 +270,16 @@ fn loom_reservation_dropped_while_waiter_queues() {
         let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
         dropper.join().unwrap();
-        assert_eq!(shared.slots().open(), 0, "the slot came back");
+        assert_eq!(shared.slots.open(), 0, "the slot came back");
         assert!(
-            shared.connector().started() >= 1,
+            shared.connector.started() >= 1,
             "a waiter is queued with a free slot and no connector"
         );
         drop(get);
     });
 }
 
-/// Thread affinity (`affinity.rs`, `slots/cache.rs`): a thread parks the
+/// Thread affinity (`affinity.rs`, `slots/parked.rs`): a thread parks the
 /// connection it returns (nobody waits) and then tries to take it back from
 /// its own list, while a checkout on another thread finds the stack empty
 /// and queues. The Dekker race between parking and queuing: the queued
@@ -325,7 +325,7 @@ fn loom_park_races_close() {
         returner.join().unwrap();
         assert_counts(&shared, 0, 0);
         assert_eq!(
-            shared.slots().open(),
+            shared.slots.open(),
             0,
             "a parked connection outlived close"
         );
@@ -345,7 +345,7 @@ fn loom_parked_by_an_exited_thread_is_found() {
         assert_counts(&shared, 1, 0);
         let s = shared.clone();
         // Past the idle timeout: the sweep closes what it finds.
-        let late = shared.clock().now().after(WAIT);
+        let late = shared.clock.now().after(WAIT);
         let sweeper = thread::spawn(move || {
             let to_ping = s.retire_idle(late);
             assert!(to_ping.is_empty(), "no keepalive configured");
@@ -360,7 +360,7 @@ fn loom_parked_by_an_exited_thread_is_found() {
             }
             None => {
                 assert_counts(&shared, 0, 0);
-                assert_eq!(shared.slots().open(), 0, "the sweep closed it");
+                assert_eq!(shared.slots.open(), 0, "the sweep closed it");
             }
         }
         assert_refs(&shared);
@@ -389,7 +389,7 @@ fn loom_late_publish_on_a_refused_park() {
         returner.join().unwrap();
         taker.join().unwrap();
         assert_counts(&shared, 0, 0);
-        assert_eq!(shared.slots().open(), 0, "a connection outlived close");
+        assert_eq!(shared.slots.open(), 0, "a connection outlived close");
         assert_refs(&shared);
     });
 }
@@ -432,7 +432,7 @@ fn loom_late_publish_on_a_park_refused_for_a_waiter() {
 fn loom_free_races_close() {
     loom::model(|| {
         let shared = pool(1, 0);
-        let slot = shared.slots().reserve().expect("a free slot");
+        let slot = shared.slots.reserve().expect("a free slot");
         let s = shared.clone();
         let freer = thread::spawn(move || s.release_slot(slot));
         shared.shut();
@@ -466,7 +466,7 @@ fn loom_resize_races_park() {
         returner.join().unwrap();
         let s = shared.state();
         assert!(s.idle + s.in_use <= 1, "above the new bound at rest: {s:?}");
-        assert_eq!(shared.slots().open(), s.idle + s.in_use);
+        assert_eq!(shared.slots.open(), s.idle + s.in_use);
         assert_refs(&shared);
     });
 }

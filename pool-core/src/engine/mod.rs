@@ -13,8 +13,8 @@
 //! | `acquire.rs` | the checkout path: `get()`, `try_get()`, checkout checks |
 //! | `connection.rs` | `PooledConnection`, the caller's guard, and the return path its drop starts: `checkin`, `deliver` |
 //! | `floating.rs` | `Floating` (a connection in flight: validation, reset, ping, hooks) and `Reservation` (a slot reserved for a connect) |
-//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Handoff` and `Vacant`; one slot's state; what the pool knows about a connection |
-//! | `slots/cache.rs` | connections parked in their own slot (`Cached`), claimed by a CAS on the slot's state; the ordering argument against queuing and closing |
+//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Occupied` and `Vacant`; one slot's state; what the pool knows about a connection |
+//! | `slots/parked.rs` | connections parked in their own slot (`Parked`), claimed by a CAS on the slot's state; the ordering argument against queuing and closing |
 //! | `affinity.rs` | thread affinity: each thread's list of the slots it parked, tried before the stack |
 //! | `index_stack.rs` | `IndexStack`: the lock-free Treiber stack of slot indices |
 //! | `waiters.rs`, `waiters/waiter.rs` | `WaiterQueue` and the `Waiter` future: the fair waiting protocol |
@@ -34,7 +34,7 @@
 //! 1. **`get`** (`pool.rs`) calls `Engine::acquire` (`acquire.rs`), whose
 //!    fast path takes an idle connection with `Engine::pop_held`
 //!    (`affinity.rs`): one this thread parked, claimed by one CAS on its
-//!    slot (`Slots::claim_held`, `slots/cache.rs`), else the top of the
+//!    slot (`Slots::claim_held`, `slots/parked.rs`), else the top of the
 //!    idle stack (`Slots::pop_held`, `slots.rs`): one CAS that yields a
 //!    `Held`, the token that owns the slot and its connection.
 //! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a
@@ -55,14 +55,14 @@
 //!    (`connection.rs`): a broken or expired connection is closed
 //!    (`Engine::evict`); a dirty one, or any when an `after_release` hook
 //!    runs, goes to a spawned `reset_then_deliver` as a `Floating`.
-//! 5. **Handoff**: a clean (or reset) connection goes to
+//! 5. **Occupied**: a clean (or reset) connection goes to
 //!    `Engine::deliver` (`connection.rs`): while callers wait it calls
 //!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
 //!    waiter, puts the handoff in its node and wakes it; otherwise a
 //!    clean return is parked in its slot for this thread
 //!    (`Engine::park_returned`, `affinity.rs`) with `thread_affinity` on,
 //!    keeping the guard's count of the pool for the next checkout
-//!    (`slots/cache.rs`, "The pool's reference"), and anything else goes
+//!    (`slots/parked.rs`, "The pool's reference"), and anything else goes
 //!    on the stack (`Slots::push_idle`).
 //!
 //! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
@@ -75,7 +75,7 @@
 //! it is closed. Free slots sit on a lock-free free list; reserving one is a
 //! pop, so the bound holds by construction: there are never more slots than
 //! `max_size`, whatever interleaving, cancellation or panic happens. Who
-//! owns a slot is a value: a [`Handoff`] (a slot with its connection) or a
+//! owns a slot is a value: a [`Occupied`] (a slot with its connection) or a
 //! `Vacant` (an empty one), neither `Copy`; a slot reserved for a connect
 //! is a `Reservation` whose `Drop` gives it back.
 //!
@@ -84,7 +84,7 @@
 //! rest idle out. Checkout pops, a clean return pushes; neither locks nor
 //! allocates.
 //!
-//! **Thread affinity** (`affinity.rs`, `slots/cache.rs`): with nobody
+//! **Thread affinity** (`affinity.rs`, `slots/parked.rs`): with nobody
 //! waiting, a clean return parks its connection in its own slot and the
 //! thread remembers it, so that thread's next checkout claims it back
 //! without writing the stack's head word, the one line every other thread
@@ -92,7 +92,7 @@
 //! to queue, `try_get`, the housekeeper, `close`, `soft_evict_all`,
 //! `resize` and `retain` scan the slots for it. A return while anyone
 //! waits is never parked: parking and queuing are ordered by a pair of
-//! SeqCst fences (`slots/cache.rs`, "Parking against queuing").
+//! SeqCst fences (`slots/parked.rs`, "Parking against queuing").
 //!
 //! **Waiting** (`waiters.rs`): a caller that finds the stack empty links a
 //! node that lives in its own future into the waiter queue (no allocation)
@@ -131,6 +131,7 @@ pub(crate) mod connect;
 mod count_tests;
 pub(crate) mod housekeeper;
 pub(crate) mod in_flight;
+mod lifecycle;
 #[cfg(all(test, loom))]
 mod loom_tests;
 pub(crate) mod parking;
@@ -139,8 +140,9 @@ pub(crate) mod sweeper;
 pub use checkin::PooledConnection;
 
 use std::error::Error;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::Location;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pool_api::{
     Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState, TimeoutPhase,
@@ -148,14 +150,15 @@ use pool_api::{
 use tokio::sync::Notify;
 
 use crate::clock::{Clock, Stamp};
-use crate::engine::connect::Connector;
-use crate::engine::housekeeper::Housekeeper;
-use crate::slots::{Entry, Handoff, Slots, Vacant};
+use crate::slots::leak::Leak;
+use crate::slots::{Entry, Occupied, Slots};
 use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
-use crate::engine::sweeper::Sweeper;
 use crate::sync::lock_std as lock;
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use connect::Connector;
+use housekeeper::Housekeeper;
+use sweeper::Sweeper;
 use crate::waiters::WaiterQueue;
 
 pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
@@ -172,7 +175,7 @@ pub(crate) struct Engine<M: ManageConnection> {
     /// This pool's identity in the threads' lists of parked connections
     /// (`affinity.rs`).
     affinity: crate::engine::parking::Affinity,
-    waiters: WaiterQueue<Handoff<M::Connection>>,
+    waiters: WaiterQueue<Occupied<M::Connection>>,
     sweeper: Sweeper,
     connector: Connector,
     housekeeper: Housekeeper,
@@ -194,7 +197,7 @@ pub(crate) struct Engine<M: ManageConnection> {
     /// The source of every timestamp.
     clock: Clock,
     /// `suspend()` / `resume()` (`suspend.rs`).
-    suspension: Suspension<M::Connection>,
+    suspension: Suspension<Occupied<M::Connection>>,
     #[cfg(feature = "metrics")]
     export: crate::export::Export,
 }
@@ -252,76 +255,28 @@ impl<M: ManageConnection> Engine<M> {
         &self.config
     }
 
-    /// The hooks, for `after_connect` (run on every new connection).
-    pub(crate) fn hooks(&self) -> Option<&dyn Hooks<M>> {
-        self.hooks.as_deref()
-    }
 
-    /// Whether the hooks run at checkout (`before_acquire`): one flag, read
-    /// by the fast path.
-    #[inline]
-    pub(crate) fn has_checkout_hook(&self) -> bool {
-        self.hook_at_checkout
-    }
 
     /// The hooks when they run at checkout (`before_acquire`).
     pub(crate) fn checkout_hook(&self) -> Option<&dyn Hooks<M>> {
         self.hooks.as_deref().filter(|_| self.hook_at_checkout)
     }
 
-    /// Whether the hooks run at return (`after_release`).
-    #[inline]
-    pub(crate) fn has_return_hook(&self) -> bool {
-        self.hook_at_return
-    }
 
     /// The hooks when they run at return (`after_release`).
     pub(crate) fn return_hook(&self) -> Option<&dyn Hooks<M>> {
         self.hooks.as_deref().filter(|_| self.hook_at_return)
     }
 
-    pub(crate) fn slots(&self) -> &Slots<M::Connection> {
-        &self.slots
-    }
 
-    /// This pool's identity in the threads' lists (`affinity.rs`).
-    #[inline]
-    pub(crate) fn affinity(&self) -> &crate::engine::parking::Affinity {
-        &self.affinity
-    }
 
-    pub(crate) fn waiters(&self) -> &WaiterQueue<Handoff<M::Connection>> {
-        &self.waiters
-    }
 
-    pub(crate) fn sweeper(&self) -> &Sweeper {
-        &self.sweeper
-    }
 
-    pub(crate) fn connector(&self) -> &Connector {
-        &self.connector
-    }
 
-    pub(crate) fn housekeeper(&self) -> &Housekeeper {
-        &self.housekeeper
-    }
 
-    pub(crate) fn stats(&self) -> &Stats {
-        &self.stats
-    }
 
-    pub(crate) fn clock(&self) -> &Clock {
-        &self.clock
-    }
 
-    pub(crate) fn suspension(&self) -> &Suspension<M::Connection> {
-        &self.suspension
-    }
 
-    #[cfg(feature = "metrics")]
-    pub(crate) fn export(&self) -> &crate::export::Export {
-        &self.export
-    }
 
     /// The eviction generation new connections are stamped with.
     pub(crate) fn generation(&self) -> u64 {
@@ -338,38 +293,8 @@ impl<M: ManageConnection> Engine<M> {
         self.handles.fetch_sub(1, Ordering::Relaxed) == 1
     }
 
-    /// Releases `n` counts of the pool that parked connections carried
-    /// and a claim took over (`slots/cache.rs`, "The pool's reference").
-    #[inline]
-    pub(crate) fn release_parked_counts(self: &Arc<Self>, n: usize) {
-        for _ in 0..n {
-            // SAFETY: the pointer comes from the `Arc` itself, so it covers
-            // the whole allocation, count included (one made from `&Shared`
-            // would cover the value only). Each of the `n` counts was taken
-            // over by the caller's claim, so it is the caller's to release.
-            // `self` is a count of the caller's own besides (a `Pool`
-            // handle, the housekeeper's upgraded `Weak`, or a guard's), so
-            // none of these releases frees the pool.
-            unsafe { Arc::decrement_strong_count(Arc::as_ptr(self)) };
-        }
-    }
 
-    /// Every idle connection, on the stack and parked in place
-    /// (`Slots::take_all_idle`); the parked ones' counts of the pool are
-    /// released.
-    pub(crate) fn take_all_idle(self: &Arc<Self>) -> Vec<Handoff<M::Connection>> {
-        let (taken, counts) = self.slots.take_all_idle();
-        self.release_parked_counts(counts);
-        taken
-    }
 
-    /// Every connection parked in place (`Slots::take_cached`); their
-    /// counts of the pool are released.
-    pub(crate) fn take_cached(self: &Arc<Self>) -> Vec<Handoff<M::Connection>> {
-        let (taken, counts) = self.slots.take_cached();
-        self.release_parked_counts(counts);
-        taken
-    }
 
     /// Whether any `Pool` handle is alive.
     pub(crate) fn has_handles(&self) -> bool {
@@ -438,185 +363,66 @@ impl<M: ManageConnection> Engine<M> {
         (entry.expires_at <= now).then_some(Reason::MaxLifetime)
     }
 
-    /// Gives a slot back. Called after the connection in it was dropped and
-    /// uncounted, so the bound counts the closing connection until it is
-    /// really gone.
-    pub(crate) fn free_slot(self: &Arc<Self>, slot: Vacant) {
-        if self.release_slot(slot) {
-            self.drained.notify_waiters();
-        } else {
-            self.request_connections();
-        }
+
+
+
+
+
+
+
+
+
+}
+
+/// How many holder sites a timeout error names before "and N more".
+const TIMEOUT_SITES: usize = 3;
+
+impl<M: ManageConnection> Engine<M> {
+    /// Every connection held by a caller: its site and how long it has been
+    /// held. A scan of the slots, no lock.
+    pub(crate) fn holders(&self) -> Vec<pool_api::Holder> {
+        self.holders_at(self.clock.now())
     }
 
-    /// The synchronous half of [`free_slot`](Self::free_slot): frees the
-    /// slot and says whether the pool is closed, in which case `close` may
-    /// be waiting for this very slot and must be woken.
-    ///
-    /// The free and `close` are a store-buffering pair: each writes one
-    /// word (`open` here, `CLOSED` there) and then reads the other's. With
-    /// plain loads both could read the old value, and `close` would sleep
-    /// on a count that already reached zero while the free takes the
-    /// branch that wakes nobody.
-    pub(crate) fn release_slot(&self, slot: Vacant) -> bool {
-        self.slots.free(slot);
-        // SeqCst: pairs with the fence in `drained_now` (close's side), so
-        // either this load sees `CLOSED` or close's load of `open` sees
-        // this free (`loom_free_races_close`).
-        fence(Ordering::SeqCst);
-        self.is_closed()
+    fn holders_at(&self, now: Stamp) -> Vec<pool_api::Holder> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.leak.holder(now))
+            .map(|(site, held)| pool_api::Holder::new(site, held))
+            .collect()
     }
 
-    /// Whether every slot is free, read after a SeqCst fence that pairs
-    /// with [`release_slot`](Self::release_slot)'s: `close` calls it after
-    /// setting `CLOSED` and arming its wake-up.
-    pub(crate) fn drained_now(&self) -> bool {
-        // SeqCst: see `release_slot`.
-        fence(Ordering::SeqCst);
-        self.slots.open() == 0
+    /// The busiest holder sites, as a timeout reports them.
+    pub(crate) fn holder_sites(&self, now: Stamp) -> pool_api::HolderSites {
+        pool_api::HolderSites::from_holders(&self.holders_at(now), TIMEOUT_SITES)
     }
 
-    /// Closes a connection the caller owns and frees its slot.
-    pub(crate) fn evict(self: &Arc<Self>, h: Handoff<M::Connection>, reason: Reason) {
-        tracing::debug!(
-            pool = self.config.name(),
-            reason = reason.label(),
-            "closing connection"
-        );
-        let (slot, entry) = h.vacate();
-        self.stats.evicted(reason);
+    /// Connections held by site, most first (the snapshot's
+    /// `holders_by_site`).
+    pub(crate) fn holders_by_site(&self) -> Vec<(&'static Location<'static>, u32)> {
+        let sites = pool_api::HolderSites::from_holders(&self.holders(), usize::MAX);
+        sites
+            .sites()
+            .iter()
+            .map(|s| (s.location, s.count))
+            .collect()
+    }
+
+    /// Counts and logs a leak the housekeeper found.
+    pub(crate) fn leaked(&self, leak: Leak, threshold: Duration) {
+        self.stats.leaked();
         #[cfg(feature = "metrics")]
-        self.export.evicted(reason);
-        self.close_in_slot(slot, entry.conn);
-    }
-
-    /// Closes `conn` and then frees `slot`. With a manager that
-    /// [`awaits_close`](ManageConnection::awaits_close), the close runs in
-    /// a task of its own, bounded by `validation_timeout`, and the slot
-    /// stays taken (counted in the bound) until it ends: the server never
-    /// holds more of the pool's sessions than `max_size` while a
-    /// replacement opens. Outside a runtime, or with the
-    /// default manager method, the connection is dropped and the slot
-    /// freed at once.
-    fn close_in_slot(self: &Arc<Self>, slot: Vacant, conn: M::Connection) {
-        #[cfg(not(loom))]
-        if self.manager.awaits_close() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                // Frees the slot when dropped: after the close, or with the
-                // task if the runtime shuts down first.
-                self.slots.mark_closing(&slot);
-                let closing = crate::engine::in_flight::Reservation::new(self.clone(), slot);
-                runtime.spawn(async move {
-                    let shared = closing.shared();
-                    let limit = shared.config.validation_timeout();
-                    if tokio::time::timeout(limit, shared.manager.close(conn))
-                        .await
-                        .is_err()
-                    {
-                        tracing::debug!(
-                            pool = shared.config.name(),
-                            "closing a connection took longer than validation_timeout; dropped"
-                        );
-                    }
-                    drop(closing);
-                });
-                return;
-            }
-        }
-        // A connection whose `Drop` panics still gives its slot back: the
-        // slot is freed before the panic goes on (it is gone either way).
-        let dropped = catch_unwind(AssertUnwindSafe(move || drop(conn)));
-        self.free_slot(slot);
-        if let Err(panic) = dropped {
-            tracing::error!(
-                pool = self.config.name(),
-                "a connection panicked while being dropped; its slot is freed"
-            );
-            if !std::thread::panicking() {
-                resume_unwind(panic);
-            }
-        }
-    }
-
-    /// Closes the pool: fails waiters, closes idle connections, and returns
-    /// once every connection is closed.
-    pub(crate) async fn close(self: &Arc<Self>) {
-        self.shut();
-        loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            // Armed before the check: a `notify_waiters` from a free after
-            // it wakes this future, even unpolled.
-            drained.as_mut().enable();
-            if self.drained_now() {
-                return;
-            }
-            drained.await;
-        }
-    }
-
-    /// The synchronous half of [`close`](Self::close): closes the idle
-    /// stack, closing the connections on it, and fails every waiter.
-    pub(crate) fn shut(self: &Arc<Self>) {
-        for h in self.slots.close_idle() {
-            self.evict(h, Reason::Closed);
-        }
-        // After `CLOSED` is set: a return racing this sees it or is found
-        // here (`slots/cache.rs`).
-        for h in self.take_cached() {
-            self.evict(h, Reason::Closed);
-        }
-        self.close_parked();
-        self.waiters.close_all(|| self.slots.clear_waiting());
-        self.drained.notify_waiters();
-    }
-
-    /// Resolves once the pool is closed (`Pool::close_event`).
-    pub(crate) async fn closed(&self) {
-        loop {
-            let closed = self.drained.notified();
-            tokio::pin!(closed);
-            closed.as_mut().enable();
-            if self.is_closed() {
-                return;
-            }
-            closed.await;
-        }
-    }
-
-    /// `Pool::resize`: sets the bound; shrinking closes idle connections
-    /// (oldest use first) until the open count fits, and the rest close as
-    /// they come back (`deliver`); growing asks for connections for the
-    /// callers waiting.
-    pub(crate) fn resize(self: &Arc<Self>, max_size: u32) -> Result<(), pool_api::ConfigError> {
-        self.config.check_resize(max_size)?;
-        self.slots.set_limit(max_size);
-        if self.slots.over_limit() {
-            // After the limit is lowered: a return racing this sees it or
-            // is found here (`slots/cache.rs`).
-            let idle = self.take_all_idle();
-            let mut keep = Vec::with_capacity(idle.len());
-            for h in idle.into_iter().rev() {
-                if self.slots.over_limit() {
-                    self.evict(h, Reason::SoftEvict);
-                } else {
-                    keep.push(h);
-                }
-            }
-            for h in keep {
-                self.deliver(h);
-            }
-        }
-        self.request_connections();
-        Ok(())
-    }
-
-    /// Retires every connection: idle ones now, in-use ones at their return.
-    pub(crate) fn soft_evict_all(self: &Arc<Self>) {
-        self.generation.fetch_add(1, Ordering::Relaxed);
-        for h in self.take_all_idle() {
-            self.evict(h, Reason::SoftEvict);
-        }
+        self.export.leaked();
+        let Leak { held, site, frames } = leak;
+        tracing::warn!(
+            pool = self.config.name(),
+            held_ms = held.as_millis() as u64,
+            threshold_ms = threshold.as_millis() as u64,
+            site = %site,
+            "connection held past the leak detection threshold; taken at {site}{}{}",
+            if frames.is_some() { "; acquired at:" } else { "" },
+            frames.as_deref().unwrap_or(""),
+        );
     }
 }
 

@@ -7,13 +7,13 @@
 //! every thread; on many cores that one line bounces between them. With
 //! `thread_affinity` on (the default), a clean return with no caller
 //! waiting parks the connection in its own slot instead
-//! (`Slots::cache_held`, `slots/cache.rs`, which also states the ordering
+//! (`Slots::park_held`, `slots/parked.rs`, which also states the ordering
 //! argument) and this thread remembers the slot in a small list of its
 //! own. A checkout on this thread tries that list, most recent first, with
 //! one CAS on each remembered slot's own state word, before it pops the
 //! stack. Others find parked connections by scanning the slots: the first
 //! caller to queue, `try_get`, the housekeeper's sweep, `close`,
-//! `soft_evict_all`, `resize` and `retain` (`Slots::claim_cached`,
+//! `soft_evict_all`, `resize` and `retain` (`Slots::claim_parked`,
 //! `Slots::take_all_idle`). So a connection parked by a thread that then
 //! goes idle or exits is still found by all of them; the thread's list is
 //! only a hint and holds nothing but indices.
@@ -46,7 +46,7 @@ use pool_api::ManageConnection;
 
 use crate::index_stack::{Popped, CLOSED, WAITERS};
 use crate::engine::Engine;
-use crate::slots::{Held, Parked};
+use crate::slots::{Held, Occupied, ParkOutcome};
 use crate::stats::Reason;
 use crate::sync::stat::AtomicU64;
 use crate::sync::Ordering;
@@ -152,14 +152,47 @@ loom::thread_local! {
 }
 
 impl<M: ManageConnection> Engine<M> {
+    /// Releases `n` counts of the pool that parked connections carried
+    /// and a claim took over (`slots/parked.rs`, "The pool's reference").
+    #[inline]
+    pub(crate) fn release_parked_counts(self: &Arc<Self>, n: usize) {
+        for _ in 0..n {
+            // SAFETY: the pointer comes from the `Arc` itself, so it covers
+            // the whole allocation, count included (one made from `&Shared`
+            // would cover the value only). Each of the `n` counts was taken
+            // over by the caller's claim, so it is the caller's to release.
+            // `self` is a count of the caller's own besides (a `Pool`
+            // handle, the housekeeper's upgraded `Weak`, or a guard's), so
+            // none of these releases frees the pool.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(self)) };
+        }
+    }
+
+    /// Every idle connection, on the stack and parked in place
+    /// (`Slots::take_all_idle`); the parked ones' counts of the pool are
+    /// released.
+    pub(crate) fn collect_idle(self: &Arc<Self>) -> Vec<Occupied<M::Connection>> {
+        let (taken, counts) = self.slots.take_all_idle();
+        self.release_parked_counts(counts);
+        taken
+    }
+
+    /// Every connection parked in place (`Slots::take_parked`); their
+    /// counts of the pool are released.
+    pub(crate) fn collect_parked(self: &Arc<Self>) -> Vec<Occupied<M::Connection>> {
+        let (taken, counts) = self.slots.take_parked();
+        self.release_parked_counts(counts);
+        taken
+    }
+
     /// An idle connection for the fast path, counted in use and left in
     /// its slot: one this thread parked, most recent first, else the top of
     /// the idle stack. With it, the pool's count the parked slot carried
-    /// (`slots/cache.rs`, "The pool's reference"): the guard's reference,
+    /// (`slots/parked.rs`, "The pool's reference"): the guard's reference,
     /// taken over without touching the count.
     #[inline]
-    pub(crate) fn pop_held(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = self.slots();
+    pub(crate) fn claim_or_pop(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
+        let slots = &self.slots;
         if slots.affinity() {
             if let Some((held, counted)) = self.recall() {
                 return self.recalled(held, counted.then(|| self.adopt_parked_count()));
@@ -168,13 +201,13 @@ impl<M: ManageConnection> Engine<M> {
         (slots.pop_held(), None)
     }
 
-    /// [`pop_held`](Self::pop_held), and when the stack is empty with
+    /// [`claim_or_pop`](Self::claim_or_pop), and when the stack is empty with
     /// nobody waiting, any connection parked by another thread
     /// (`try_get`: every idle connection counts).
-    pub(crate) fn pop_held_any(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = self.slots();
-        match self.pop_held() {
-            (Popped::Empty, _) if slots.affinity() => match slots.claim_cached() {
+    pub(crate) fn claim_or_pop_any(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
+        let slots = &self.slots;
+        match self.claim_or_pop() {
+            (Popped::Empty, _) if slots.affinity() => match slots.claim_parked() {
                 Some((h, counted)) => (
                     Popped::Node(slots.hold(h)),
                     counted.then(|| self.adopt_parked_count()),
@@ -185,7 +218,7 @@ impl<M: ManageConnection> Engine<M> {
         }
     }
 
-    /// The pool's count that a claimed `Cached` slot carried, as an `Arc`.
+    /// The pool's count that a claimed `Parked` slot carried, as an `Arc`.
     #[inline]
     fn adopt_parked_count(self: &Arc<Self>) -> Arc<Self> {
         // SAFETY: the claim that reported the count made it the caller's
@@ -203,16 +236,16 @@ impl<M: ManageConnection> Engine<M> {
     /// passing its count to the slot.
     #[inline]
     pub(crate) fn park_returned(self: &Arc<Self>, held: Held) -> Option<u16> {
-        let slots = self.slots();
-        match slots.cache_held(held) {
-            Parked::Pending(index) => {
+        let slots = &self.slots;
+        match slots.park_held(held) {
+            ParkOutcome::Pending(index) => {
                 self.remember(index);
                 Some(index)
             }
             // Taken by a caller that queued, or by close, meanwhile.
-            Parked::Claimed => None,
-            Parked::Back(held, counted) => {
-                // A late publish's count (`slots/cache.rs`): ours to
+            ParkOutcome::Claimed => None,
+            ParkOutcome::Back(held, counted) => {
+                // A late publish's count (`slots/parked.rs`): ours to
                 // release. `self` is the returning guard's own count, so
                 // this never frees the pool under us.
                 self.release_parked_counts(usize::from(counted));
@@ -226,8 +259,8 @@ impl<M: ManageConnection> Engine<M> {
     /// with whether it carried the pool's count.
     #[inline]
     fn recall(&self) -> Option<(Held, bool)> {
-        let id = self.affinity().id;
-        let slots = self.slots();
+        let id = self.affinity.id;
+        let slots = &self.slots;
         LIST.try_with(|list| list.recall(id, |index| slots.claim_held(index)))
             .ok()
             .flatten()
@@ -243,7 +276,7 @@ impl<M: ManageConnection> Engine<M> {
         held: Held,
         lease: Option<Arc<Self>>,
     ) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = self.slots();
+        let slots = &self.slots;
         // Relaxed: a check, as the stack's pop makes; the word is written
         // only when the pool closes or callers queue, so this line is read
         // from this core's cache.
@@ -263,14 +296,14 @@ impl<M: ManageConnection> Engine<M> {
     /// oldest entry makes room (see "The list").
     #[inline]
     fn remember(self: &Arc<Self>, index: u16) {
-        let id = self.affinity().id;
+        let id = self.affinity.id;
         let Ok(out) = LIST.try_with(|list| list.remember(id << 16 | u64::from(index))) else {
             // No thread-local storage any more (a thread-local's
             // destructor returned it): forget nothing, a scan finds it.
             return;
         };
         if let Some(out) = out.filter(|out| out >> 16 == id) {
-            let slots = self.slots();
+            let slots = &self.slots;
             if let Some((held, counted)) = slots.claim_held(out as u16) {
                 // Released first, so nothing `deliver` runs can leak it; the
                 // returning guard still holds its own count (its park is

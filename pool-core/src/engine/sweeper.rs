@@ -61,9 +61,9 @@ async fn sweep<M: ManageConnection>(weak: Weak<Engine<M>>, wake: Arc<Notify>) {
                 return;
             }
             // Deadlines are pool stamps; the sleep is on tokio's clock.
-            let now = shared.clock().now();
-            let slots = shared.slots();
-            let next = shared.waiters().sweep(|| slots.clear_waiting(), now);
+            let now = shared.clock.now();
+            let slots = &shared.slots;
+            let next = shared.waiters.sweep(|| slots.clear_waiting(), now);
             next.map(|due| Instant::now() + due.since(now))
         };
         match next {

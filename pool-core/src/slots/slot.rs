@@ -22,12 +22,12 @@ pub(crate) enum State {
     /// is freed once the close ends.
     Closing = 4,
     /// An idle connection parked in its own slot, off the idle stack, by
-    /// the thread that returned it (`slots/cache.rs`): owned by nobody
+    /// the thread that returned it (`slots/parked.rs`): owned by nobody
     /// until a compare-and-swap of this state claims it. The slot carries
     /// one strong count of the pool, which its claimer takes over (the
     /// parking guard's; see "The pool's reference" there). Counted idle.
-    Cached = 5,
-    /// [`Cached`](State::Cached) while the returning thread still runs
+    Parked = 5,
+    /// [`Parked`](State::Parked) while the returning thread still runs
     /// its checks: claimable the same way, but the pool's count is still
     /// the returning thread's, so the claimer takes none. Counted idle.
     Parking = 6,
@@ -59,9 +59,9 @@ pub(crate) struct Slot<C> {
     /// the index on a stack.
     pub(super) entry: UnsafeCell<Option<Entry<C>>>,
     /// A [`State`]; written by the owner (Relaxed: read only for counts),
-    /// except that `Parking` and `Cached` are stored with Release and left
+    /// except that `Parking` and `Parked` are stored with Release and left
     /// only by a compare-and-swap, which passes ownership (see
-    /// `slots/cache.rs`).
+    /// `slots/parked.rs`).
     pub(super) state: AtomicU8,
     /// Zero-wait checkouts of this slot; written by the owner only.
     pub(super) checkouts: AtomicU64,

@@ -20,9 +20,9 @@ pub(crate) trait WaitHost<T> {
     /// callers as waiting on the idle stack (its `WAITERS` bit), or returns
     /// how the wait ends at once instead (a connection found idle after
     /// all, or the pool closed).
-    fn mark_waiting(&self) -> Result<(), Handed<T>>;
+    fn flag_waiting(&self) -> Result<(), Handed<T>>;
     /// Called under the queue's lock when it empties: clears the mark.
-    fn clear_waiting(&self);
+    fn unflag_waiting(&self);
     /// Called once, right after the waiter queued (outside the lock):
     /// `rearm` when the sweeper must be told of an earlier deadline.
     fn queued(&self, rearm: bool);
@@ -84,7 +84,7 @@ impl<'a, T, H: WaitHost<T>> Waiter<'a, T, H> {
         let node = &self.node;
         let rearm = {
             let mut q = lock(&queue.list);
-            if let Err(now) = self.host.mark_waiting() {
+            if let Err(now) = self.host.flag_waiting() {
                 node.state.store(DONE, Ordering::Relaxed);
                 return Poll::Ready(now);
             }
@@ -191,7 +191,7 @@ impl<T, H: WaitHost<T>> Drop for Waiter<'_, T, H> {
                 // Relaxed: as in `offer`.
                 queue.waiting.fetch_sub(1, Ordering::Relaxed);
                 if q.list.is_empty() {
-                    self.host.clear_waiting();
+                    self.host.unflag_waiting();
                 }
                 return;
             }

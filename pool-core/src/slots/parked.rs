@@ -2,24 +2,24 @@
 //! (the thread half, which remembers them, is `affinity.rs`).
 //!
 //! A clean connection returned while nobody waits may stay in its slot,
-//! off the idle stack, its state set to [`State::Cached`]. Such a slot is
-//! owned by nobody: whoever compares-and-swaps its state from `Cached` to
+//! off the idle stack, its state set to [`State::Parked`]. Such a slot is
+//! owned by nobody: whoever compares-and-swaps its state from `Parked` to
 //! something else owns it, connection included. The returning thread
 //! remembers the index and its next checkout claims it back with that one
 //! CAS on the slot's own cache line, never touching the idle stack's head
 //! word that every other thread writes. Anyone else may claim it the same
 //! way: a caller about to queue, `try_get`, the housekeeper's sweep,
 //! `close`, `soft_evict_all`, `resize` and `retain` scan the slots for
-//! `Cached` ones ([`Slots::claim_cached`], [`Slots::take_cached`]).
+//! `Parked` ones ([`Slots::claim_parked`], [`Slots::take_parked`]).
 //!
 //! # Ownership
 //!
-//! Parking ([`Slots::cache_held`]) is the owner's last touch: it stores
-//! `Cached` with Release after its writes to the slot (the connection, its
-//! `Entry`, the counts). A claim is a CAS from `Cached` with Acquire, which
+//! Parking ([`Slots::park_held`]) is the owner's last touch: it stores
+//! `Parked` with Release after its writes to the slot (the connection, its
+//! `Entry`, the counts). A claim is a CAS from `Parked` with Acquire, which
 //! reads that store, so the claimer sees them; a failed CAS touches
 //! nothing. Stack slots are marked `Idle` and in-use ones `InUse`, never
-//! `Cached`, so a claim can only take a parked slot, whatever stale index
+//! `Parked`, so a claim can only take a parked slot, whatever stale index
 //! a thread remembers.
 //!
 //! # Parking against queuing (a Dekker race)
@@ -29,9 +29,9 @@
 //! parked. The two sides write one location and read the other:
 //!
 //! ```text
-//! return (cache_held)               first caller to queue (mark_waiting)
-//! state := Cached  (Release)        stack word |= WAITERS  (RMW)
-//! fence(SeqCst)                     fence(SeqCst)          (claim_cached)
+//! return (park_held)               first caller to queue (mark_waiting)
+//! state := Parked  (Release)        stack word |= WAITERS  (RMW)
+//! fence(SeqCst)                     fence(SeqCst)          (claim_parked)
 //! read stack word, limit            read every slot's state
 //! ```
 //!
@@ -39,9 +39,9 @@
 //! order of SeqCst fences, and the side whose fence comes second reads the
 //! other side's write (or a later one): either the return sees `WAITERS`
 //! and takes its connection back to hand it over (if a scan has not
-//! claimed it first), or the caller's scan sees `Cached` and claims it
+//! claimed it first), or the caller's scan sees `Parked` and claims it
 //! instead of queuing; never neither. The same pairing serves `close`
-//! (`CLOSED` set, then [`Slots::take_cached`]) and a shrinking `resize`
+//! (`CLOSED` set, then [`Slots::take_parked`]) and a shrinking `resize`
 //! (the limit lowered, then the scan): a return racing them sees the flag
 //! or is found by the scan. `loom_tests.rs` checks the protocol on the
 //! real code.
@@ -58,10 +58,10 @@
 //!
 //! The count must pass at the returning thread's last touch of the pool,
 //! or a claimer could release it and the pool be freed while that thread
-//! still reads it. Parking is therefore two steps: [`Slots::cache_held`]
+//! still reads it. Parking is therefore two steps: [`Slots::park_held`]
 //! stores `Parking` (claimable, but the count is still the returner's)
 //! and runs the Dekker check above; then [`publish`] moves `Parking` to
-//! `Cached` with one CAS, the returner's last access to the pool. If a
+//! `Parked` with one CAS, the returner's last access to the pool. If a
 //! claimer took the slot while it was `Parking`, the CAS fails and the
 //! returner drops its count as usual. A claim reports which of the two
 //! states it took, so exactly one party owns each count.
@@ -73,25 +73,25 @@
 //! the connection and returns it, parking it again (`Parking`, B's now).
 //! A's `publish` then succeeds on B's park: A's count moves into the slot
 //! although B is the one parking. Every party stays exact if each count
-//! in a `Cached` slot is owned by whoever claims it from `Cached`,
+//! in a `Parked` slot is owned by whoever claims it from `Parked`,
 //! whoever put it there:
 //!
-//! - B's own `publish` fails (the slot is already `Cached`), so B drops
+//! - B's own `publish` fails (the slot is already `Parked`), so B drops
 //!   its own count as usual; the slot carries A's.
 //! - If B's park is refused (callers queued, closed, over the bound), B
-//!   takes its connection back with a claim that may find `Cached`: the
-//!   count it takes over is A's, and [`Parked::Back`] hands it to B's
+//!   takes its connection back with a claim that may find `Parked`: the
+//!   count it takes over is A's, and [`ParkOutcome::Back`] hands it to B's
 //!   caller to release. Dropping that flag leaked one count of the pool
 //!   for good (the engine was never freed); `loom_late_publish_on_a_refused_park`
 //!   is the three-party model of it.
 
-use super::{Handoff, Held, Slots, State};
+use super::{Occupied, Held, Slots, State};
 use crate::index_stack::{CLOSED, WAITERS};
 use crate::sync::{fence, AtomicU8, Ordering};
 
-/// What became of a connection offered to [`Slots::cache_held`].
+/// What became of a connection offered to [`Slots::park_held`].
 #[derive(Debug)]
-pub(crate) enum Parked {
+pub(crate) enum ParkOutcome {
     /// Parked in place, at this slot index, for anyone to claim; the
     /// caller still owns its count of the pool and ends the park with
     /// [`publish`].
@@ -108,7 +108,7 @@ pub(crate) enum Parked {
     Claimed,
 }
 
-/// Ends a park: moves the slot from `Parking` to `Cached`, passing the
+/// Ends a park: moves the slot from `Parking` to `Parked`, passing the
 /// returning thread's count of the pool to the slot. True if it passed;
 /// false if a claimer took the slot first (the count is still the
 /// caller's).
@@ -125,7 +125,7 @@ pub(crate) fn publish(state: &AtomicU8) -> bool {
     state
         .compare_exchange(
             State::Parking as u8,
-            State::Cached as u8,
+            State::Parked as u8,
             Ordering::Release,
             Ordering::Relaxed,
         )
@@ -148,38 +148,38 @@ impl<C> Slots<C> {
     /// Parks a held connection in its slot, marked `Parking`, unless
     /// callers wait, the pool is closed or over its bound (see "Parking
     /// against queuing"). The caller checked those before, as a hint; on
-    /// [`Parked::Pending`] it finishes with [`publish`].
+    /// [`ParkOutcome::Pending`] it finishes with [`publish`].
     #[inline]
-    pub(crate) fn cache_held(&self, h: Held) -> Parked {
+    pub(crate) fn park_held(&self, h: Held) -> ParkOutcome {
         let slot = self.get(h.0);
         // Release: the owner's last touch of the connection; pairs with
         // the Acquire CAS in `claim`, which then sees the connection and
         // counts written before.
         slot.state.store(State::Parking as u8, Ordering::Release);
-        // SeqCst: pairs with the fence in `claim_cached` / `take_cached`
+        // SeqCst: pairs with the fence in `claim_parked` / `take_parked`
         // (the Dekker race in the module docs): either this thread reads
         // the flag or limit set before that fence, or that scan reads
-        // `Parking` (or `Cached`).
+        // `Parking` (or `Parked`).
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence above.
         let refused = self.idle.flags() & (WAITERS | CLOSED) != 0 || self.over_limit();
         if !refused {
-            return Parked::Pending(h.0);
+            return ParkOutcome::Pending(h.0);
         }
         // Take it back to hand it over; whoever claimed it first owns it.
         // A count found in the slot is not ours (we have not published):
         // it is a late publish's, and goes to the caller to release.
         match self.claim(h.0, State::InUse) {
-            Some(counted) => Parked::Back(h, counted),
-            None => Parked::Claimed,
+            Some(counted) => ParkOutcome::Back(h, counted),
+            None => ParkOutcome::Claimed,
         }
     }
 
-    /// How many slots are `Cached` now (the count tests, the loom models).
+    /// How many slots are `Parked` now (the count tests, the loom models).
     #[cfg(test)]
     pub(crate) fn parked(&self) -> usize {
         (0..self.slots.len() as u16)
-            .filter(|&i| self.get(i).state.load(Ordering::Relaxed) == State::Cached as u8)
+            .filter(|&i| self.get(i).state.load(Ordering::Relaxed) == State::Parked as u8)
             .count()
     }
 
@@ -191,7 +191,7 @@ impl<C> Slots<C> {
 
     /// Claims the connection parked at `index`, if it still is, counted in
     /// use and left in place; with it, whether the slot carried a count of
-    /// the pool (it was `Cached`), now the claimer's. An index out of
+    /// the pool (it was `Parked`), now the claimer's. An index out of
     /// range (a thread's stale entry) claims nothing.
     #[inline]
     pub(crate) fn claim_held(&self, index: u16) -> Option<(Held, bool)> {
@@ -213,9 +213,9 @@ impl<C> Slots<C> {
     /// housekeeper's sweep, `soft_evict_all`, `resize`, `retain`. With
     /// them, how many counts of the pool the parked ones carried, now the
     /// caller's to release.
-    pub(crate) fn take_all_idle(&self) -> (Vec<Handoff<C>>, usize) {
+    pub(crate) fn take_all_idle(&self) -> (Vec<Occupied<C>>, usize) {
         let mut taken: Vec<_> = self.take_idle().collect();
-        let (cached, counts) = self.take_cached();
+        let (cached, counts) = self.take_parked();
         if !cached.is_empty() {
             taken.extend(cached);
             // Stable: the stack's own order is kept among equals.
@@ -227,9 +227,9 @@ impl<C> Slots<C> {
     /// Claims one connection parked in place, if any, counted in use and
     /// taken out, with whether it carried a count of the pool (now the
     /// caller's). Scans every slot, after the SeqCst fence that pairs with
-    /// `cache_held`'s (see the module docs): call it after setting the
+    /// `park_held`'s (see the module docs): call it after setting the
     /// flag a return must see.
-    pub(crate) fn claim_cached(&self) -> Option<(Handoff<C>, bool)> {
+    pub(crate) fn claim_parked(&self) -> Option<(Occupied<C>, bool)> {
         // SeqCst: see "Parking against queuing".
         fence(Ordering::SeqCst);
         (0..self.slots.len() as u16).find_map(|index| {
@@ -246,9 +246,9 @@ impl<C> Slots<C> {
     /// out, lowest slot first (the housekeeper's sweep, `close`,
     /// `soft_evict_all`, `resize`, `retain`), with how many counts of the
     /// pool they carried (now the caller's). Scans after the SeqCst fence
-    /// that pairs with `cache_held`'s: a return racing the flag set before
+    /// that pairs with `park_held`'s: a return racing the flag set before
     /// the call sees it or is found here.
-    pub(crate) fn take_cached(&self) -> (Vec<Handoff<C>>, usize) {
+    pub(crate) fn take_parked(&self) -> (Vec<Occupied<C>>, usize) {
         if !self.affinity {
             return (Vec::new(), 0);
         }
@@ -275,24 +275,24 @@ impl<C> Slots<C> {
     fn is_cached(&self, index: u16) -> bool {
         // Relaxed: the CAS that follows decides and acquires.
         let state = self.get(index).state.load(Ordering::Relaxed);
-        state == State::Cached as u8 || state == State::Parking as u8
+        state == State::Parked as u8 || state == State::Parking as u8
     }
 
     /// Moves a parked slot to `to`: `Some(true)` if this call claimed it
-    /// `Cached` (with the pool's count it carried), `Some(false)` if it
+    /// `Parked` (with the pool's count it carried), `Some(false)` if it
     /// claimed it `Parking` (no count: the returner keeps its own), `None`
     /// if it was not parked.
     #[inline]
     fn claim(&self, index: u16, to: State) -> Option<bool> {
         let state = &self.get(index).state;
         // Acquire on success: pairs with the Release CAS in `publish` (or
-        // the Release store in `cache_held`), so the claimer sees the
+        // the Release store in `park_held`), so the claimer sees the
         // parked connection. Relaxed on failure: nothing was taken.
         let cas = |from: State| {
             state.compare_exchange(from as u8, to as u8, Ordering::Acquire, Ordering::Relaxed)
         };
         // A published slot first: the owner's own checkout, the common case.
-        match cas(State::Cached) {
+        match cas(State::Parked) {
             Ok(_) => return Some(true),
             Err(seen) if seen != State::Parking as u8 => return None,
             Err(_) => {}
@@ -301,7 +301,7 @@ impl<C> Slots<C> {
         // published meanwhile (then the count comes with it).
         match cas(State::Parking) {
             Ok(_) => Some(false),
-            Err(seen) if seen == State::Cached as u8 => cas(State::Cached).ok().map(|_| true),
+            Err(seen) if seen == State::Parked as u8 => cas(State::Parked).ok().map(|_| true),
             Err(_) => None,
         }
     }
@@ -332,7 +332,7 @@ mod tests {
 
     /// Parks `h` and publishes it, as a return with nobody waiting does.
     fn park(s: &Slots<u32>, h: Held) -> u16 {
-        let Parked::Pending(index) = s.cache_held(h) else {
+        let ParkOutcome::Pending(index) = s.park_held(h) else {
             panic!("nobody waits: parked")
         };
         assert!(publish(s.state_of(index)), "nobody claimed it meanwhile");
@@ -362,7 +362,7 @@ mod tests {
     fn a_slot_claimed_before_it_is_published_carries_no_count() {
         let s = slots_with(1);
         let h = held(&s);
-        let Parked::Pending(index) = s.cache_held(h) else {
+        let ParkOutcome::Pending(index) = s.park_held(h) else {
             panic!("nobody waits: parked")
         };
         assert_eq!(s.census().idle, 1, "counted idle while parking");
@@ -382,10 +382,10 @@ mod tests {
         let c = held(&s);
         park(&s, a);
         park(&s, b);
-        let Parked::Pending(_) = s.cache_held(c) else {
+        let ParkOutcome::Pending(_) = s.park_held(c) else {
             panic!("nobody waits: parked")
         };
-        let (taken, counts) = s.take_cached();
+        let (taken, counts) = s.take_parked();
         assert_eq!(taken.len(), 3, "published and parking ones alike");
         assert_eq!(counts, 2, "only the published ones carry a count");
         for h in taken {
@@ -393,7 +393,7 @@ mod tests {
         }
         let h = held(&s);
         park(&s, h);
-        let (h, counted) = s.claim_cached().expect("one parked");
+        let (h, counted) = s.claim_parked().expect("one parked");
         assert!(counted);
         s.push_idle(h).unwrap();
         let (all, counts) = s.take_all_idle();
@@ -408,12 +408,12 @@ mod tests {
         let s = slots_with(1);
         let h = held(&s);
         assert!(s.mark_waiting().is_ok(), "empty: callers may wait");
-        let Parked::Back(h, false) = s.cache_held(h) else {
+        let ParkOutcome::Back(h, false) = s.park_held(h) else {
             panic!("callers wait: not parked")
         };
         assert_eq!(s.census().in_use, 1, "taken back, in use");
         s.clear_waiting();
-        assert!(matches!(s.cache_held(h), Parked::Pending(_)));
+        assert!(matches!(s.park_held(h), ParkOutcome::Pending(_)));
     }
 
     #[test]
@@ -429,7 +429,7 @@ mod tests {
         assert!(!s.has_waiters(), "the caller did not queue");
         assert_eq!(s.census().idle, 1);
         s.push_idle(h).unwrap();
-        let (taken, counts) = s.take_cached();
+        let (taken, counts) = s.take_parked();
         assert_eq!((taken.len(), counts), (1, 1), "the other parked one");
         assert_eq!(s.census().idle, 2, "taken ones count idle");
         for h in taken {
@@ -446,13 +446,13 @@ mod tests {
         let s = slots_with(2);
         let h = held(&s);
         s.set_limit(1);
-        let Parked::Back(h, false) = s.cache_held(h) else {
+        let ParkOutcome::Back(h, false) = s.park_held(h) else {
             panic!("over the bound: not parked")
         };
         s.set_limit(3);
         for h in s.close_idle() {
             s.free(h.vacate().0);
         }
-        assert!(matches!(s.cache_held(h), Parked::Back(_, false)), "closed");
+        assert!(matches!(s.park_held(h), ParkOutcome::Back(_, false)), "closed");
     }
 }

@@ -1,0 +1,276 @@
+//! The pool's life as a whole: closing, resizing, retiring everything
+//! (`soft_evict_all`, `retain`), suspending, and the one way a slot is
+//! given back (`free_slot`, after `evict` closed its connection).
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use pool_api::ManageConnection;
+
+use super::Engine;
+use crate::slots::{Occupied, State, Vacant};
+use crate::stats::Reason;
+use crate::suspend::Shelved;
+use crate::sync::{fence, Ordering};
+
+impl<M: ManageConnection> Engine<M> {
+    /// Gives a slot back. Called after the connection in it was dropped and
+    /// uncounted, so the bound counts the closing connection until it is
+    /// really gone.
+    pub(crate) fn free_slot(self: &Arc<Self>, slot: Vacant) {
+        if self.release_slot(slot) {
+            self.drained.notify_waiters();
+        } else {
+            self.request_connections();
+        }
+    }
+
+    /// The synchronous half of [`free_slot`](Self::free_slot): frees the
+    /// slot and says whether the pool is closed, in which case `close` may
+    /// be waiting for this very slot and must be woken.
+    ///
+    /// The free and `close` are a store-buffering pair: each writes one
+    /// word (`open` here, `CLOSED` there) and then reads the other's. With
+    /// plain loads both could read the old value, and `close` would sleep
+    /// on a count that already reached zero while the free takes the
+    /// branch that wakes nobody.
+    pub(crate) fn release_slot(&self, slot: Vacant) -> bool {
+        self.slots.free(slot);
+        // SeqCst: pairs with the fence in `drained_now` (close's side), so
+        // either this load sees `CLOSED` or close's load of `open` sees
+        // this free (`loom_free_races_close`).
+        fence(Ordering::SeqCst);
+        self.is_closed()
+    }
+
+    /// Whether every slot is free, read after a SeqCst fence that pairs
+    /// with [`release_slot`](Self::release_slot)'s: `close` calls it after
+    /// setting `CLOSED` and arming its wake-up.
+    pub(crate) fn drained_now(&self) -> bool {
+        // SeqCst: see `release_slot`.
+        fence(Ordering::SeqCst);
+        self.slots.open() == 0
+    }
+
+    /// Closes a connection the caller owns and frees its slot.
+    pub(crate) fn evict(self: &Arc<Self>, h: Occupied<M::Connection>, reason: Reason) {
+        tracing::debug!(
+            pool = self.config.name(),
+            reason = reason.label(),
+            "closing connection"
+        );
+        let (slot, entry) = h.vacate();
+        self.stats.evicted(reason);
+        #[cfg(feature = "metrics")]
+        self.export.evicted(reason);
+        self.close_in_slot(slot, entry.conn);
+    }
+
+    /// Closes `conn` and then frees `slot`. With a manager that
+    /// [`awaits_close`](ManageConnection::awaits_close), the close runs in
+    /// a task of its own, bounded by `validation_timeout`, and the slot
+    /// stays taken (counted in the bound) until it ends: the server never
+    /// holds more of the pool's sessions than `max_size` while a
+    /// replacement opens. Outside a runtime, or with the
+    /// default manager method, the connection is dropped and the slot
+    /// freed at once.
+    fn close_in_slot(self: &Arc<Self>, slot: Vacant, conn: M::Connection) {
+        #[cfg(not(loom))]
+        if self.manager.awaits_close() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                // Frees the slot when dropped: after the close, or with the
+                // task if the runtime shuts down first.
+                self.slots.mark_closing(&slot);
+                let closing = super::in_flight::Reservation::new(self.clone(), slot);
+                runtime.spawn(async move {
+                    let shared = closing.shared();
+                    let limit = shared.config.validation_timeout();
+                    if tokio::time::timeout(limit, shared.manager.close(conn))
+                        .await
+                        .is_err()
+                    {
+                        tracing::debug!(
+                            pool = shared.config.name(),
+                            "closing a connection took longer than validation_timeout; dropped"
+                        );
+                    }
+                    drop(closing);
+                });
+                return;
+            }
+        }
+        // A connection whose `Drop` panics still gives its slot back: the
+        // slot is freed before the panic goes on (it is gone either way).
+        let dropped = catch_unwind(AssertUnwindSafe(move || drop(conn)));
+        self.free_slot(slot);
+        if let Err(panic) = dropped {
+            tracing::error!(
+                pool = self.config.name(),
+                "a connection panicked while being dropped; its slot is freed"
+            );
+            if !std::thread::panicking() {
+                resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Closes the pool: fails waiters, closes idle connections, and returns
+    /// once every connection is closed.
+    pub(crate) async fn close(self: &Arc<Self>) {
+        self.shut();
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Armed before the check: a `notify_waiters` from a free after
+            // it wakes this future, even unpolled.
+            drained.as_mut().enable();
+            if self.drained_now() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// The synchronous half of [`close`](Self::close): closes the idle
+    /// stack, closing the connections on it, and fails every waiter.
+    pub(crate) fn shut(self: &Arc<Self>) {
+        for h in self.slots.close_idle() {
+            self.evict(h, Reason::Closed);
+        }
+        // After `CLOSED` is set: a return racing this sees it or is found
+        // here (`slots/parked.rs`).
+        for h in self.collect_parked() {
+            self.evict(h, Reason::Closed);
+        }
+        self.close_shelved();
+        self.waiters.close_all(|| self.slots.clear_waiting());
+        self.drained.notify_waiters();
+    }
+
+    /// Resolves once the pool is closed (`Pool::close_event`).
+    pub(crate) async fn closed(&self) {
+        loop {
+            let closed = self.drained.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            closed.await;
+        }
+    }
+
+    /// `Pool::resize`: sets the bound; shrinking closes idle connections
+    /// (oldest use first) until the open count fits, and the rest close as
+    /// they come back (`deliver`); growing asks for connections for the
+    /// callers waiting.
+    pub(crate) fn resize(self: &Arc<Self>, max_size: u32) -> Result<(), pool_api::ConfigError> {
+        self.config.check_resize(max_size)?;
+        self.slots.set_limit(max_size);
+        if self.slots.over_limit() {
+            // After the limit is lowered: a return racing this sees it or
+            // is found here (`slots/parked.rs`).
+            let idle = self.collect_idle();
+            let mut keep = Vec::with_capacity(idle.len());
+            for h in idle.into_iter().rev() {
+                if self.slots.over_limit() {
+                    self.evict(h, Reason::SoftEvict);
+                } else {
+                    keep.push(h);
+                }
+            }
+            for h in keep {
+                self.deliver(h);
+            }
+        }
+        self.request_connections();
+        Ok(())
+    }
+
+    /// Retires every connection: idle ones now, in-use ones at their return.
+    pub(crate) fn soft_evict_all(self: &Arc<Self>) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        for h in self.collect_idle() {
+            self.evict(h, Reason::SoftEvict);
+        }
+    }
+
+    /// `Pool::retain`: closes the idle connections `keep` rejects (counted
+    /// as soft evictions) and returns how many; the kept ones go back in
+    /// their order.
+    pub(crate) fn retain(
+        self: &Arc<Self>,
+        mut keep: impl FnMut(&M::Connection, pool_api::ConnectionInfo) -> bool,
+    ) -> usize {
+        let now = self.clock.now();
+        let taken = self.collect_idle();
+        let mut kept = Vec::with_capacity(taken.len());
+        let mut closed = 0;
+        for h in taken.into_iter().rev() {
+            let info =
+                pool_api::ConnectionInfo::new(now.since(h.entry.created_at), h.entry.idle_for(now));
+            if keep(&h.entry.conn, info) {
+                kept.push(h);
+            } else {
+                closed += 1;
+                self.evict(h, Reason::SoftEvict);
+            }
+        }
+        for h in kept {
+            self.deliver(h);
+        }
+        closed
+    }
+
+    /// Whether the pool is suspended (`Pool::is_suspended`).
+    #[inline]
+    pub(crate) fn is_suspended(&self) -> bool {
+        self.suspension.is_suspended()
+    }
+
+    /// Suspends the pool (`suspend.rs`).
+    pub(crate) fn suspend(&self) {
+        self.suspension.suspend();
+        tracing::info!(pool = self.config.name(), "pool suspended");
+    }
+
+    /// Resumes the pool: the shelved connections go to the waiters or the
+    /// idle stack, and the connections waiters still need are opened.
+    pub(crate) fn resume(self: &Arc<Self>) {
+        let shelved = self.suspension.resume();
+        tracing::info!(pool = self.config.name(), "pool resumed");
+        for h in shelved {
+            self.deliver(h);
+        }
+        self.request_connections();
+    }
+
+    /// A connection a waiter got: returned to use it, or, while suspended,
+    /// shelved (`None`, marked idle), and the waiter waits again. After
+    /// close it is closed (`None`; the waiter then finds the pool closed).
+    pub(crate) fn shelve_if_suspended(
+        self: &Arc<Self>,
+        h: Occupied<M::Connection>,
+    ) -> Option<Occupied<M::Connection>> {
+        let shelved = self.suspension.shelve(
+            h,
+            || !self.is_closed(),
+            |h| self.slots.slot(h).set(State::Idle),
+        );
+        match shelved {
+            Shelved::No(h) => Some(h),
+            Shelved::Yes => None,
+            Shelved::Refused(h) => {
+                self.evict(h, Reason::Closed);
+                None
+            }
+        }
+    }
+
+    /// Closes the shelved connections (the pool is closing).
+    pub(crate) fn close_shelved(self: &Arc<Self>) {
+        for h in self.suspension.take_all() {
+            self.evict(h, Reason::Closed);
+        }
+    }
+}
