@@ -78,6 +78,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod affinity;
 #[cfg(any(feature = "_sqlx", feature = "tokio-postgres"))]
 #[cfg_attr(
     docsrs,
@@ -95,6 +96,7 @@ mod engine;
 mod entry;
 #[cfg(feature = "metrics")]
 mod export;
+mod health;
 mod histogram;
 mod index_stack;
 mod linked_list;

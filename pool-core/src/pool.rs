@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pool_api::{Holder, Hooks, ManageConnection, PoolConfig, PoolError, PoolMetrics, PoolState};
 
-use crate::engine::PooledConnection;
 use crate::engine::Engine;
+use crate::engine::PooledConnection;
 
 /// A pool of connections made by a [`ManageConnection`].
 ///

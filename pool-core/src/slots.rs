@@ -27,8 +27,8 @@
 //! state, so `total == idle + in_use + opening <= max_size` holds for every
 //! census.
 
-mod parked;
 pub(crate) mod leak;
+mod parked;
 mod slot;
 
 pub(crate) use crate::entry::Entry;

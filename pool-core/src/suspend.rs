@@ -128,7 +128,10 @@ mod tests {
         s.suspend();
         assert!(s.is_suspended());
         let mut marked = Vec::new();
-        assert!(matches!(s.shelve(2, || true, |i| marked.push(*i)), Shelved::Yes));
+        assert!(matches!(
+            s.shelve(2, || true, |i| marked.push(*i)),
+            Shelved::Yes
+        ));
         assert!(matches!(s.shelve(3, || true, |_| {}), Shelved::Yes));
         assert!(matches!(s.shelve(4, || false, |_| {}), Shelved::Refused(4)));
         assert_eq!(marked, [2]);
@@ -147,4 +150,3 @@ mod tests {
         assert!(s.is_suspended());
     }
 }
-

@@ -27,9 +27,9 @@ use pool_api::{ConnectionInfo, ManageConnection};
 
 use crate::clock::Stamp;
 use crate::engine::in_flight::Floating;
-use crate::index_stack::PushRefused;
 use crate::engine::Engine;
-use crate::slots::{Occupied, Held, Slot, State};
+use crate::index_stack::PushRefused;
+use crate::slots::{Held, Occupied, Slot, State};
 use crate::stats::Reason;
 
 /// A connection checked out of a [`Pool`](crate::Pool).
@@ -388,10 +388,7 @@ async fn reset_then_deliver<M: ManageConnection>(
         }
     }
     if let Some(hooks) = shared.return_hook() {
-        let info = ConnectionInfo::new(
-            shared.clock.now().since(conn.entry().created_at),
-            held_for,
-        );
+        let info = ConnectionInfo::new(shared.clock.now().since(conn.entry().created_at), held_for);
         conn.closes_as(Reason::Hook);
         match tokio::time::timeout(limit, hooks.after_release(conn.conn_mut(), info)).await {
             Ok(Ok(true)) => {}

@@ -14,11 +14,11 @@ use pool_api::{ConnectionInfo, ManageConnection, PoolError, TimeoutPhase, Valida
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::engine::PooledConnection;
 use crate::engine::in_flight::Floating;
-use crate::index_stack::Popped;
 use crate::engine::Engine;
-use crate::slots::{Entry, Occupied, Held};
+use crate::engine::PooledConnection;
+use crate::index_stack::Popped;
+use crate::slots::{Entry, Held, Occupied};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 
@@ -91,12 +91,12 @@ impl<M: ManageConnection> Engine<M> {
             // it). The back-off paces attempts nobody waits for, never a
             // caller: the first `get()` after the database is back
             // succeeds.
-            let woke = self.connector.wake_pacing();
+            let woke = self.health.wake_pacing();
             // Known down (fail fast) with every connector place mid-connect:
             // fail now rather than wait for an attempt that may hang until
             // `connect_timeout`.
             if !woke
-                && self.connector.is_down()
+                && self.health.is_down()
                 && !self
                     .connector
                     .has_room(self.config.max_concurrent_connects())
@@ -201,7 +201,7 @@ impl<M: ManageConnection> Engine<M> {
     fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
         self.config.validation_mode() == ValidationMode::IsValid
             && (entry.idle_for(now) >= self.config.validation_bypass()
-                || self.connector.failed_since(entry.last_ping))
+                || self.health.failed_since(entry.last_ping))
     }
 
     /// The manager's cheap `has_broken` on a connection about to be handed
@@ -219,8 +219,7 @@ impl<M: ManageConnection> Engine<M> {
                 // connectors back off by it instead of opening and closing
                 // as fast as the server answers (see `connector.rs`).
                 let created_at = slots.entry(&held).created_at;
-                self.connector
-                    .count_check(&self.clock, created_at, false);
+                self.health.count_check(&self.clock, created_at, false);
                 self.evict(slots.take_held(held), Reason::Broken);
                 None
             }
@@ -242,7 +241,7 @@ impl<M: ManageConnection> Engine<M> {
         let manager = &self.manager;
         let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
         if broken {
-            self.connector.saw_failure(now);
+            self.health.saw_failure(now);
         }
         Ok(broken)
     }
@@ -330,7 +329,7 @@ impl<M: ManageConnection> Engine<M> {
         // touched (a manager whose `has_broken` says true after first use
         // left every caller waiting out its timeout).
         if h.entry.from_connect {
-            self.connector
+            self.health
                 .count_check(&self.clock, h.entry.created_at, true);
             return Ok(self.handed_out_after_wait(h, start, now, site));
         }
@@ -341,7 +340,7 @@ impl<M: ManageConnection> Engine<M> {
         };
         let h = self.slots.take_held(held);
         if !self.needs_check(&h.entry, now) {
-            self.connector
+            self.health
                 .count_check(&self.clock, h.entry.created_at, true);
             return Ok(self.handed_out_after_wait(h, start, now, site));
         }
@@ -362,7 +361,7 @@ impl<M: ManageConnection> Engine<M> {
         let checked = self
             .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
             .await;
-        self.connector
+        self.health
             .count_check(&self.clock, created_at, checked.is_ok());
         checked?;
         let now = self.clock.now();
@@ -452,13 +451,14 @@ impl<M: ManageConnection> Engine<M> {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
                 tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
-                self.set_last_error(std::sync::Arc::new(e));
-                self.connector.saw_failure(self.clock.now());
+                self.health.set_last_error(std::sync::Arc::new(e));
+                self.health.saw_failure(self.clock.now());
                 Err(Refused::Retry)
             }
             None => {
-                self.set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                self.connector.saw_failure(self.clock.now());
+                self.health
+                    .set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
+                self.health.saw_failure(self.clock.now());
                 if deadline.is_some_and(|d| self.clock.now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {

@@ -26,7 +26,7 @@
 //! database). With `fail_fast` on (the default), the second failed connect
 //! in a row (or a permanent one) that leaves no slot
 //! reserved (nothing idle, in use or being opened that could come back)
-//! marks the database *down*: the failure is kept in `Engine::failure`
+//! marks the database *down*: the failure is kept in the engine's `Health` (`health.rs`)
 //! and every queued caller is failed through the waiter queue
 //! (`WaiterQueue::fail_all`) with it. While down, a new `get()` that finds
 //! no connector place free fails at once with the same error; one that
@@ -47,49 +47,22 @@
 //! connections failing their check (the server restarted) count once:
 //! replacing them at once is what the caller wants.
 
-use std::any::Any;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
-use pool_api::{ConnectTimedOut, ManageConnection, PoolError, TimeoutPhase};
+use pool_api::{ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
-use crate::clock::{Clock, Stamp};
-use crate::engine::in_flight::Reservation;
-use crate::engine::{Engine, LastError};
+use super::in_flight::Reservation;
+use super::Engine;
+use crate::clock::Stamp;
+use crate::health::{backoff_after, jittered, Failure, OpenError, FIRST_BACKOFF, MAX_BACKOFF};
 use crate::slots::Entry;
-use crate::sync::lock_std as lock;
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
-const FIRST_BACKOFF: Duration = Duration::from_millis(5);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The back-off after `n` failures in a row (`n >= 1`): 5 ms, doubling, at
-/// most 1 s.
-fn backoff_after(n: u32) -> Duration {
-    FIRST_BACKOFF
-        .saturating_mul(1 << (n - 1).min(16))
-        .min(MAX_BACKOFF)
-}
-
-/// `d` scaled by a random factor in 0.8..1.2, so processes that lost their
-/// database together do not retry together.
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(0.8 + 0.4 * fastrand::f64())
-}
-
-/// The connect failure that callers fail fast with while the database is
-/// known down; shared by every caller it reaches.
-pub(crate) enum Failure<E> {
-    Backend(Arc<E>),
-    TimedOut,
-}
-
-/// The connectors' state: how many run, and the checkout-rejection streak
-/// they back off by.
+/// The connectors' count: how many run.
 ///
 /// # The store-buffering protocol
 ///
@@ -110,51 +83,15 @@ pub(crate) enum Failure<E> {
 pub(crate) struct Connector {
     /// Connector tasks running (bounded by `max_concurrent_connects`).
     running: AtomicU32,
-    /// Checkout-check rejections in a row that replacing did not cure;
-    /// connectors back off while it is not zero. Relaxed: a hint.
-    rejected_in_a_row: AtomicU32,
-    /// When the last checkout check rejected a connection (stamp nanos).
-    /// Relaxed: as above.
-    rejected_at: AtomicU64,
-    /// The database is known down (fail fast): the last connect failed with
-    /// nothing open. Relaxed: a hint; the failure itself is read under
-    /// `Engine::failure`'s lock.
-    down: AtomicU32,
-    /// When a failure was last seen (stamp nanos; 0: never): a connection
-    /// found broken, a failed check, a failed connect. Connections not
-    /// checked since are validated at their next checkout, bypass window or
-    /// not (the failure epoch). Relaxed: a hint read on the fast
-    /// path; a checkout racing the store validates or not, either is safe.
-    failed_at: AtomicU64,
-    /// Connectors sleeping out a back-off after a failed connect. While the
-    /// database is down a `get()` that finds them all asleep wakes one
-    /// (`wake`) to try at once, instead of failing on the old error until
-    /// the timer fires. Relaxed: a hint.
-    pacing: AtomicU32,
-    /// Wakes a connector out of its back-off sleep.
-    wake: tokio::sync::Notify,
-    /// Connects that failed in a row (database failures, not capacity
-    /// refusals or panics); zeroed by a successful connect. The first is
-    /// retried at once before anyone sees it; fail fast starts at the
-    /// second. Relaxed: each failure reads its own increment, and a
-    /// success racing a failure is a fresh start either way.
-    failed_in_a_row: AtomicU32,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
-    started: AtomicU32,
+    pub(crate) started: AtomicU32,
 }
 
 impl Connector {
     pub(crate) fn new() -> Self {
         Self {
             running: AtomicU32::new(0),
-            rejected_in_a_row: AtomicU32::new(0),
-            rejected_at: AtomicU64::new(0),
-            down: AtomicU32::new(0),
-            failed_at: AtomicU64::new(0),
-            pacing: AtomicU32::new(0),
-            wake: tokio::sync::Notify::new(),
-            failed_in_a_row: AtomicU32::new(0),
             #[cfg(loom)]
             started: AtomicU32::new(0),
         }
@@ -183,62 +120,6 @@ impl Connector {
         }
     }
 
-    /// Whether the database is known down (fail fast).
-    #[inline]
-    pub(crate) fn is_down(&self) -> bool {
-        // Relaxed: a hint (see the field).
-        self.down.load(Ordering::Relaxed) != 0
-    }
-
-    /// Records that a failure was seen at `now` (see `failed_at`).
-    #[cold]
-    pub(crate) fn saw_failure(&self, now: Stamp) {
-        // Relaxed: a hint (see the field); `max` so a late writer with an
-        // older stamp does not move the epoch back.
-        self.failed_at
-            .fetch_max(now.nanos().max(1), Ordering::Relaxed);
-    }
-
-    /// Whether a failure was seen after `checked`, the last time a
-    /// connection was known alive.
-    #[inline]
-    pub(crate) fn failed_since(&self, checked: Stamp) -> bool {
-        // Relaxed: a hint (see the field). `>=`: on a coarse or paused
-        // clock a failure and a check can share a stamp; checking once too
-        // often is the safe side. 0: no failure seen yet.
-        let failed_at = self.failed_at.load(Ordering::Relaxed);
-        failed_at != 0 && failed_at >= checked.nanos()
-    }
-
-    /// A caller is about to wait: wakes a connector out of its back-off to
-    /// try at once; `false` when none is backing off.
-    pub(crate) fn wake_pacing(&self) -> bool {
-        // Relaxed: a hint; a connector that leaves its sleep meanwhile
-        // looks at the demand (this caller, queued next) anyway.
-        if self.pacing.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        self.wake.notify_one();
-        true
-    }
-
-    /// Sleeps out a back-off, or until a caller wakes this connector.
-    #[cfg_attr(loom, allow(dead_code))]
-    async fn pace(&self, backoff: Duration) {
-        /// Counts the sleeper out however the sleep ends (a runtime
-        /// shutting down drops it).
-        struct Pacing<'a>(&'a AtomicU32);
-        impl Drop for Pacing<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        self.pacing.fetch_add(1, Ordering::Relaxed);
-        let _pacing = Pacing(&self.pacing);
-        // Woken or timed out: either way, try again.
-        let _ = tokio::time::timeout(backoff, self.wake.notified()).await;
-    }
-
     /// Whether fewer than `limit` connectors run (a hint).
     pub(crate) fn has_room(&self, limit: u32) -> bool {
         self.running.load(Ordering::Relaxed) < limit
@@ -247,20 +128,6 @@ impl Connector {
     /// Connectors running now (a hint: see [`Engine::wants_another`]).
     fn running(&self) -> u32 {
         self.running.load(Ordering::Relaxed)
-    }
-
-    /// Counts a failed connect; the number in a row, this one included.
-    fn count_failure(&self) -> u32 {
-        self.failed_in_a_row
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1)
-    }
-
-    /// A connect succeeded: the next failure is a first one again.
-    fn count_success(&self) {
-        if self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
-            self.failed_in_a_row.store(0, Ordering::Relaxed);
-        }
     }
 
     /// Takes over a place [`claim`](Self::claim) reserved; dropping the
@@ -273,33 +140,6 @@ impl Connector {
     #[cfg(all(test, loom))]
     pub(crate) fn started(&self) -> u32 {
         self.started.load(Ordering::Relaxed)
-    }
-
-    /// Keeps the count of rejections in a row that replacing did not cure,
-    /// which connectors back off by: a rejected connection opened after the
-    /// previous rejection counts; older ones (stale after a server restart,
-    /// say) do not, so replacing them starts at once.
-    pub(crate) fn count_check(&self, clock: &Clock, created_at: Stamp, passed: bool) {
-        let streak = &self.rejected_in_a_row;
-        // Relaxed throughout: a back-off hint, ordered with nothing else.
-        if passed {
-            if streak.load(Ordering::Relaxed) != 0 {
-                streak.store(0, Ordering::Relaxed);
-            }
-            return;
-        }
-        let now = clock.now();
-        let previous = Stamp::from_nanos(self.rejected_at.swap(now.nanos(), Ordering::Relaxed));
-        if created_at >= previous {
-            let _ = streak.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                Some(n.saturating_add(1))
-            });
-        }
-    }
-
-    /// The rejection streak now.
-    fn rejected_in_a_row(&self) -> u32 {
-        self.rejected_in_a_row.load(Ordering::Relaxed)
     }
 }
 
@@ -325,57 +165,6 @@ pub(crate) enum AfterFailure {
     /// (a database failure), or not (a capacity refusal, a panic: trying
     /// sooner does not cure them).
     Pace { wakeable: bool },
-}
-
-/// Why opening a connection failed.
-pub(crate) enum OpenError<E> {
-    Backend(E),
-    TimedOut(Duration),
-    /// `connect` or the `after_connect` hook panicked; the payload, for
-    /// `Pool::new` to resume.
-    Panicked(Box<dyn Any + Send>),
-}
-
-/// A `connect` or `after_connect` that panicked; kept as the pool's last
-/// error, so callers that time out meanwhile see it.
-#[derive(Debug)]
-struct ConnectPanicked(String);
-
-impl std::fmt::Display for ConnectPanicked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "connect panicked: {}", self.0)
-    }
-}
-
-impl std::error::Error for ConnectPanicked {}
-
-/// A panic payload's message, when it is a string.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_owned()
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
-    /// The failure, and the same error as the pool's last error.
-    fn into_failure(self) -> (Failure<E>, LastError) {
-        match self {
-            OpenError::Backend(e) => {
-                let e = Arc::new(e);
-                let last: LastError = e.clone();
-                (Failure::Backend(e), last)
-            }
-            OpenError::TimedOut(d) => (Failure::TimedOut, Arc::new(ConnectTimedOut(d))),
-            OpenError::Panicked(p) => (
-                Failure::TimedOut,
-                Arc::new(ConnectPanicked(panic_message(&*p))),
-            ),
-        }
-    }
 }
 
 impl<M: ManageConnection> Engine<M> {
@@ -445,10 +234,7 @@ impl<M: ManageConnection> Engine<M> {
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
-            if self.slots.open() >= self.slots.limit()
-                || self.is_closed()
-                || self.is_suspended()
-            {
+            if self.slots.open() >= self.slots.limit() || self.is_closed() || self.is_suspended() {
                 return;
             }
             #[cfg(not(loom))]
@@ -512,9 +298,9 @@ impl<M: ManageConnection> Engine<M> {
             Ok(Err(panic)) => return Err(OpenError::Panicked(panic)),
             Err(_) => return Err(OpenError::TimedOut(limit)),
         };
-        self.connector.count_success();
-        if self.connector.is_down() {
-            self.recovered();
+        self.health.count_success();
+        if self.health.is_down() {
+            self.health.recovered();
         }
         let now = self.clock.now();
         self.stats.created();
@@ -558,10 +344,8 @@ impl<M: ManageConnection> Engine<M> {
     /// trying sooner does not cure them.
     pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> AfterFailure {
         self.count_creation_error();
-        let capacity =
-            matches!(&err, OpenError::Backend(e) if self.manager.is_capacity_refusal(e));
-        let permanent =
-            matches!(&err, OpenError::Backend(e) if self.manager.is_permanent_error(e));
+        let capacity = matches!(&err, OpenError::Backend(e) if self.manager.is_capacity_refusal(e));
+        let permanent = matches!(&err, OpenError::Backend(e) if self.manager.is_permanent_error(e));
         // A panic says the code is broken, not the database: no failure
         // epoch, no fail fast; callers wait (and time out with it as the
         // last error) while the connect is retried with back-off.
@@ -572,42 +356,28 @@ impl<M: ManageConnection> Engine<M> {
         } else {
             tracing::warn!(pool = self.config.name(), error = %last, "connect failed");
         }
-        self.set_last_error(last);
+        self.health.set_last_error(last);
         if capacity || panicked {
             return AfterFailure::Pace { wakeable: false };
         }
-        self.connector.saw_failure(self.clock.now());
-        if self.connector.count_failure() == 1 && !permanent {
+        self.health.saw_failure(self.clock.now());
+        if self.health.count_failure() == 1 && !permanent {
             return AfterFailure::RetryNow;
         }
         if !self.config.fail_fast() || self.slots.open() != 0 {
             return AfterFailure::Pace { wakeable: true };
         }
-        *lock(self.failure()) = Some(failure);
-        // Relaxed: a hint; callers read the failure under its lock.
-        self.connector.down.store(1, Ordering::Relaxed);
+        self.health.mark_down(failure);
         self.waiters.fail_all(|| self.slots.clear_waiting());
         AfterFailure::Pace { wakeable: true }
-    }
-
-    /// A connect succeeded: the database is no longer known down.
-    fn recovered(&self) {
-        let mut failure = lock(self.failure());
-        // Relaxed: as in `connect_failed`; both under the failure's lock.
-        self.connector.down.store(0, Ordering::Relaxed);
-        *failure = None;
     }
 
     /// The error a caller failed fast gets, or `None` when a connect
     /// succeeded since (the caller then waits again).
     pub(crate) fn failed_fast(&self, started: Stamp) -> Option<PoolError<M::Error>> {
-        let failure = lock(self.failure());
-        match failure.as_ref()? {
-            Failure::Backend(e) => Some(PoolError::ConnectFailed(e.clone())),
-            Failure::TimedOut => {
-                drop(failure);
-                Some(self.timeout_error(started, TimeoutPhase::Connect))
-            }
+        match self.health.failure()? {
+            Failure::Backend(e) => Some(PoolError::ConnectFailed(e)),
+            Failure::TimedOut => Some(self.timeout_error(started, TimeoutPhase::Connect)),
         }
     }
 
@@ -621,8 +391,8 @@ impl<M: ManageConnection> Engine<M> {
         let Some(slot) = self.reserve() else {
             return Err(conn);
         };
-        if self.connector.is_down() {
-            self.recovered();
+        if self.health.is_down() {
+            self.health.recovered();
         }
         let now = self.clock.now();
         slot.fill(Entry {
@@ -717,7 +487,7 @@ impl<M: ManageConnection> Engine<M> {
                     waited: started.elapsed(),
                     phase: TimeoutPhase::Connect,
                     state: self.state(),
-                    last_error: self.last_error(),
+                    last_error: self.health.last_error(),
                     holders: pool_api::HolderSites::default(),
                 })
             }
@@ -740,7 +510,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
         if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {
             return;
         }
-        let rejected = shared.connector.rejected_in_a_row();
+        let rejected = shared.health.rejected_in_a_row();
         if rejected > 0 {
             // Paces connects while checkouts keep rejecting new connections
             // (see the module docs); not a poll: callers are served by the
@@ -767,7 +537,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 };
                 // Known down and nobody waiting: end now, so the next
                 // `get()` starts an attempt at once.
-                if shared.connector.is_down() && shared.demand() == 0 {
+                if shared.health.is_down() && shared.demand() == 0 {
                     return;
                 }
                 // Back-off between failed connects, not a poll: the loop ends
@@ -777,7 +547,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 // a caller's.
                 let pause = jittered(backoff);
                 if wakeable {
-                    shared.connector.pace(pause).await;
+                    shared.health.pace(pause).await;
                 } else {
                     // A fleet ticket freed by another process, or code that
                     // stops panicking, sends no notification: a timed

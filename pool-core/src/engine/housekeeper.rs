@@ -146,7 +146,6 @@ impl<M: ManageConnection> Engine<M> {
         to_ping
     }
 
-
     /// Pings idle connections concurrently; those that fail are closed.
     async fn ping(self: &Arc<Self>, to_ping: Vec<Occupied<M::Connection>>) {
         if to_ping.is_empty() {

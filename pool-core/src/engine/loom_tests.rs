@@ -29,9 +29,9 @@ use loom::thread;
 use pool_api::{async_trait, ManageConnection, PoolConfig, PoolError};
 
 use crate::clock::Stamp;
+use crate::engine::Engine;
 use crate::engine::PooledConnection;
 use crate::entry::Entry;
-use crate::engine::Engine;
 
 /// A manager whose connections are unit values and whose calls do nothing.
 #[derive(Debug)]
@@ -324,11 +324,7 @@ fn loom_park_races_close() {
         shared.shut();
         returner.join().unwrap();
         assert_counts(&shared, 0, 0);
-        assert_eq!(
-            shared.slots.open(),
-            0,
-            "a parked connection outlived close"
-        );
+        assert_eq!(shared.slots.open(), 0, "a parked connection outlived close");
         assert_refs(&shared);
     });
 }

@@ -139,9 +139,7 @@ pub(crate) mod sweeper;
 
 pub use checkin::PooledConnection;
 
-use std::error::Error;
 use std::panic::Location;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_api::{
@@ -150,18 +148,16 @@ use pool_api::{
 use tokio::sync::Notify;
 
 use crate::clock::{Clock, Stamp};
+use crate::health::Health;
 use crate::slots::leak::Leak;
 use crate::slots::{Entry, Occupied, Slots};
 use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
-use crate::sync::lock_std as lock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::waiters::WaiterQueue;
 use connect::Connector;
 use housekeeper::Housekeeper;
 use sweeper::Sweeper;
-use crate::waiters::WaiterQueue;
-
-pub(crate) type LastError = Arc<dyn Error + Send + Sync>;
 
 /// The engine: see the module docs.
 pub(crate) struct Engine<M: ManageConnection> {
@@ -174,7 +170,7 @@ pub(crate) struct Engine<M: ManageConnection> {
     slots: Slots<M::Connection>,
     /// This pool's identity in the threads' lists of parked connections
     /// (`affinity.rs`).
-    affinity: crate::engine::parking::Affinity,
+    affinity: crate::affinity::Affinity,
     waiters: WaiterQueue<Occupied<M::Connection>>,
     sweeper: Sweeper,
     connector: Connector,
@@ -186,11 +182,9 @@ pub(crate) struct Engine<M: ManageConnection> {
     /// anything.
     generation: AtomicU64,
     stats: Stats,
-    last_error: Mutex<Option<LastError>>,
-    /// The connect failure callers fail fast with while the database is
-    /// known down (`Connector::is_down`); cleared by the next successful
-    /// connect.
-    failure: Mutex<Option<crate::engine::connect::Failure<M::Error>>>,
+    /// The database's health as the connectors see it: back-off, failure
+    /// epoch, fail fast, the last error (`health.rs`).
+    health: Health<M::Error>,
     /// Signalled when a slot is freed after close, and once by the close
     /// itself (`shut`), for `Pool::close_event`.
     drained: Notify,
@@ -228,7 +222,7 @@ impl<M: ManageConnection> Engine<M> {
                 slots.set_affinity(config.thread_affinity());
                 slots
             },
-            affinity: crate::engine::parking::Affinity::new(),
+            affinity: crate::affinity::Affinity::new(),
             waiters: WaiterQueue::new(),
             sweeper: Sweeper::new(),
             connector: Connector::new(),
@@ -236,8 +230,7 @@ impl<M: ManageConnection> Engine<M> {
             handles: AtomicU32::new(1),
             generation: AtomicU64::new(0),
             stats: Stats::new(),
-            last_error: Mutex::new(None),
-            failure: Mutex::new(None),
+            health: Health::new(),
             drained: Notify::new(),
             clock: Clock::new(),
             suspension: Suspension::new(),
@@ -255,28 +248,15 @@ impl<M: ManageConnection> Engine<M> {
         &self.config
     }
 
-
-
     /// The hooks when they run at checkout (`before_acquire`).
     pub(crate) fn checkout_hook(&self) -> Option<&dyn Hooks<M>> {
         self.hooks.as_deref().filter(|_| self.hook_at_checkout)
     }
 
-
     /// The hooks when they run at return (`after_release`).
     pub(crate) fn return_hook(&self) -> Option<&dyn Hooks<M>> {
         self.hooks.as_deref().filter(|_| self.hook_at_return)
     }
-
-
-
-
-
-
-
-
-
-
 
     /// The eviction generation new connections are stamped with.
     pub(crate) fn generation(&self) -> u64 {
@@ -292,9 +272,6 @@ impl<M: ManageConnection> Engine<M> {
     pub(crate) fn handle_dropped(&self) -> bool {
         self.handles.fetch_sub(1, Ordering::Relaxed) == 1
     }
-
-
-
 
     /// Whether any `Pool` handle is alive.
     pub(crate) fn has_handles(&self) -> bool {
@@ -325,19 +302,6 @@ impl<M: ManageConnection> Engine<M> {
         m
     }
 
-    pub(crate) fn set_last_error(&self, e: LastError) {
-        *lock(&self.last_error) = Some(e);
-    }
-
-    /// The fail-fast failure slot (`connector.rs`).
-    pub(crate) fn failure(&self) -> &Mutex<Option<crate::engine::connect::Failure<M::Error>>> {
-        &self.failure
-    }
-
-    pub(crate) fn last_error(&self) -> Option<LastError> {
-        lock(&self.last_error).clone()
-    }
-
     pub(crate) fn timeout_error(&self, started: Stamp, phase: TimeoutPhase) -> PoolError<M::Error> {
         self.stats.timed_out();
         #[cfg(feature = "metrics")]
@@ -346,7 +310,7 @@ impl<M: ManageConnection> Engine<M> {
             waited: self.clock.now().since(started),
             phase,
             state: self.state(),
-            last_error: self.last_error(),
+            last_error: self.health.last_error(),
             holders: self.holder_sites(self.clock.now()),
         }
     }
@@ -362,16 +326,6 @@ impl<M: ManageConnection> Engine<M> {
         }
         (entry.expires_at <= now).then_some(Reason::MaxLifetime)
     }
-
-
-
-
-
-
-
-
-
-
 }
 
 /// How many holder sites a timeout error names before "and N more".

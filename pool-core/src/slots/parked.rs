@@ -85,7 +85,7 @@
 //!   for good (the engine was never freed); `loom_late_publish_on_a_refused_park`
 //!   is the three-party model of it.
 
-use super::{Occupied, Held, Slots, State};
+use super::{Held, Occupied, Slots, State};
 use crate::index_stack::{CLOSED, WAITERS};
 use crate::sync::{fence, AtomicU8, Ordering};
 
@@ -453,6 +453,9 @@ mod tests {
         for h in s.close_idle() {
             s.free(h.vacate().0);
         }
-        assert!(matches!(s.park_held(h), ParkOutcome::Back(_, false)), "closed");
+        assert!(
+            matches!(s.park_held(h), ParkOutcome::Back(_, false)),
+            "closed"
+        );
     }
 }
