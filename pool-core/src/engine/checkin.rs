@@ -6,7 +6,7 @@
 //! panic in it or in `needs_reset` closes too, so the slot is never lost);
 //! an expired or soft-evicted connection is closed; a dirty one
 //! (`needs_reset`), or any when an `after_release` hook runs, is reset in a
-//! spawned task, in flight (`floating.rs`), before it is delivered; a clean
+//! spawned task, in flight (`in_flight.rs`), before it is delivered; a clean
 //! one is delivered inline.
 //!
 //! [`Engine::deliver`] puts a connection back in service, whether it was
@@ -23,7 +23,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pool_api::{ConnectionInfo, ManageConnection};
+use pool_api::ManageConnection;
 
 use crate::clock::Stamp;
 use crate::engine::in_flight::Floating;
@@ -195,6 +195,22 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
 }
 
 impl<M: ManageConnection> Engine<M> {
+    /// `has_broken`, with its panic caught; a `true` starts a failure
+    /// epoch.
+    #[inline]
+    pub(crate) fn is_broken(
+        &self,
+        conn: &mut M::Connection,
+        now: Stamp,
+    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
+        let manager = &self.manager;
+        let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
+        if broken {
+            self.health.saw_failure(now);
+        }
+        Ok(broken)
+    }
+
     /// Ends the checkout bookkeeping of a connection held for `held`: its
     /// holder site (one store), the hold time histogram and the leak state.
     pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {
@@ -274,7 +290,7 @@ impl<M: ManageConnection> Engine<M> {
             return None;
         };
         let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
-        runtime.spawn(reset_then_deliver(conn, dirty, held_for));
+        runtime.spawn(super::in_flight::reset_then_deliver(conn, dirty, held_for));
         None
     }
 
@@ -362,49 +378,4 @@ impl<M: ManageConnection> Engine<M> {
             resume_unwind(panic);
         }
     }
-}
-
-/// Resets a returned connection and runs the `after_release` hook, then
-/// delivers it; any failure drops `conn`, which closes it.
-async fn reset_then_deliver<M: ManageConnection>(
-    mut conn: Floating<M>,
-    dirty: bool,
-    held_for: Duration,
-) {
-    let shared = conn.shared().clone();
-    let limit = shared.config.validation_timeout();
-    let name = shared.config.name();
-    if dirty {
-        match tokio::time::timeout(limit, shared.manager.reset(conn.conn_mut())).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
-                return; // `conn` closes it (ResetFailed)
-            }
-            Err(_) => {
-                tracing::warn!(pool = name, timeout = ?limit, "reset timed out; closing connection");
-                return;
-            }
-        }
-    }
-    if let Some(hooks) = shared.return_hook() {
-        let info = ConnectionInfo::new(shared.clock.now().since(conn.entry().created_at), held_for);
-        conn.closes_as(Reason::Hook);
-        match tokio::time::timeout(limit, hooks.after_release(conn.conn_mut(), info)).await {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => return,
-            Ok(Err(e)) => {
-                tracing::warn!(pool = name, error = %e, "after_release hook failed; closing connection");
-                return;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    pool = name,
-                    "after_release hook timed out; closing connection"
-                );
-                return;
-            }
-        }
-    }
-    shared.deliver(conn.land());
 }

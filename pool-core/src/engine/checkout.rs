@@ -1,34 +1,26 @@
 //! The checkout path: `get()` and `try_get()`.
 //!
-//! Fast path: pop the idle stack (one CAS), check the connection's expiry,
-//! skip validation inside the bypass window, hand out a guard. Slow path:
-//! queue as a waiter (see `waiters.rs`), ask for connections, and wait for a
-//! handoff until the deadline.
+//! Fast path (`acquire`): claim a connection this thread parked (one CAS
+//! on its slot) or pop the idle stack (one CAS on the stack word), check
+//! its expiry and `has_broken`, skip validation inside the bypass window,
+//! hand out a guard (`hand_out`). Slow path (`acquire_slow`): queue as a
+//! waiter (`waiters.rs`), which asks for connections, wait for a handoff
+//! until the deadline, and run the checkout checks (`checks.rs`).
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pool_api::{ConnectionInfo, ManageConnection, PoolError, TimeoutPhase, ValidationMode};
-use tokio::time::Instant;
+use pool_api::{ManageConnection, PoolError, TimeoutPhase};
 
+use super::checks::Refused;
+use super::{Engine, PooledConnection};
 use crate::clock::Stamp;
-use crate::engine::in_flight::Floating;
-use crate::engine::Engine;
-use crate::engine::PooledConnection;
-use crate::index_stack::Popped;
-use crate::slots::{Entry, Held, Occupied};
+use crate::index_stack::{Popped, CLOSED, WAITERS};
+use crate::slots::{Held, Occupied};
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
-
-/// Why a checkout attempt did not produce a connection.
-enum Refused {
-    /// That connection was unusable and closed; try another.
-    Retry,
-    /// The deadline passed during this phase.
-    Timeout(TimeoutPhase),
-}
 
 /// A waiter queues in the pool's queue, asks for connections once queued,
 /// and passes on a connection it was handed but left without.
@@ -66,6 +58,75 @@ impl<M: ManageConnection> WaitHost<Occupied<M::Connection>> for Arc<Engine<M>> {
 }
 
 impl<M: ManageConnection> Engine<M> {
+    /// An idle connection for the fast path, counted in use and left in
+    /// its slot: one this thread parked, most recent first, else the top of
+    /// the idle stack. With it, the pool's count the parked slot carried
+    /// (`slots/parked.rs`, "The pool's reference"): the guard's reference,
+    /// taken over without touching the count.
+    #[inline]
+    pub(crate) fn claim_or_pop(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
+        let slots = &self.slots;
+        if slots.affinity() {
+            if let Some((held, counted)) = self.affinity.pop_parked(&self.slots) {
+                return self.recalled(held, counted.then(|| self.adopt_parked_count()));
+            }
+        }
+        (slots.pop_held(), None)
+    }
+
+    /// [`claim_or_pop`](Self::claim_or_pop), and when the stack is empty with
+    /// nobody waiting, any connection parked by another thread
+    /// (`try_get`: every idle connection counts).
+    pub(crate) fn claim_or_pop_any(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
+        let slots = &self.slots;
+        match self.claim_or_pop() {
+            (Popped::Empty, _) if slots.affinity() => match slots.claim_parked() {
+                Some((h, counted)) => (
+                    Popped::Node(slots.hold(h)),
+                    counted.then(|| self.adopt_parked_count()),
+                ),
+                None => (Popped::Empty, None),
+            },
+            popped => popped,
+        }
+    }
+
+    /// The pool's count that a claimed `Parked` slot carried, as an `Arc`.
+    #[inline]
+    fn adopt_parked_count(self: &Arc<Self>) -> Arc<Self> {
+        // SAFETY: the claim that reported the count made it the caller's
+        // (`Slots::claim`): the parking guard's count, left in the slot by
+        // `publish` instead of being dropped. Rebuilding the `Arc` from the
+        // pointer takes it over; the caller's own `Arc` is untouched.
+        unsafe { Arc::from_raw(Arc::as_ptr(self)) }
+    }
+
+    /// A connection claimed from this thread's list, unless the pool closed
+    /// (closed, and the checkout fails) or callers queued (handed to them,
+    /// and the checkout queues behind them) meanwhile; `lease` is dropped
+    /// then (the caller holds a `Pool` handle, so that never frees it).
+    #[inline]
+    fn recalled(
+        self: &Arc<Self>,
+        held: Held,
+        lease: Option<Arc<Self>>,
+    ) -> (Popped<Held>, Option<Arc<Self>>) {
+        let slots = &self.slots;
+        // Relaxed: a check, as the stack's pop makes; the word is written
+        // only when the pool closes or callers queue, so this line is read
+        // from this core's cache.
+        let flags = slots.stack_flags();
+        if flags & CLOSED != 0 {
+            self.evict(slots.take_held(held), Reason::Closed);
+            return (Popped::Closed, None);
+        }
+        if flags & WAITERS != 0 {
+            self.deliver(slots.take_held(held));
+            return (Popped::Waiters, None);
+        }
+        (Popped::Node(held), lease)
+    }
+
     /// Pops an idle connection, counted in use.
     #[inline]
     fn pop_for_handoff(&self) -> Result<Option<Occupied<M::Connection>>, PoolError<M::Error>> {
@@ -183,69 +244,6 @@ impl<M: ManageConnection> Engine<M> {
         self.acquire_slow(now, popped, timeout, site).await
     }
 
-    /// Whether a connection taken from idle must be shown to the
-    /// `before_acquire` hook or validated before it is handed out: the
-    /// hook sees every one, whoever opened it (a `min_size` connection
-    /// included); validation skips one opened moments ago and never
-    /// checked out, which its connect just showed to work.
-    #[inline]
-    fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.hook_at_checkout || (self.validation_due(entry, now) && !is_fresh(entry, now))
-    }
-
-    /// Whether `is_valid` must run before `entry` is handed out: idle
-    /// longer than the bypass window, or not checked since a failure was
-    /// seen (the failure epoch: a mass failure must not hide behind the
-    /// window that keeps quiet times cheap).
-    #[inline]
-    fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
-        self.config.validation_mode() == ValidationMode::IsValid
-            && (entry.idle_for(now) >= self.config.validation_bypass()
-                || self.health.failed_since(entry.last_ping))
-    }
-
-    /// The manager's cheap `has_broken` on a connection about to be handed
-    /// out, in every validation mode: a broken one is closed (and starts a
-    /// failure epoch), `None`; a panic in the check closes it and goes on
-    /// unwinding into the caller.
-    #[inline]
-    fn check_not_broken(self: &Arc<Self>, mut held: Held, now: Stamp) -> Option<Held> {
-        let slots = &self.slots;
-        match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
-            Ok(false) => Some(held),
-            Ok(true) => {
-                // A connection that is broken at once, connect after
-                // connect, is a rejection streak like failed validations:
-                // connectors back off by it instead of opening and closing
-                // as fast as the server answers (see `connector.rs`).
-                let created_at = slots.entry(&held).created_at;
-                self.health.count_check(&self.clock, created_at, false);
-                self.evict(slots.take_held(held), Reason::Broken);
-                None
-            }
-            Err(panic) => {
-                self.evict(slots.take_held(held), Reason::Broken);
-                resume_unwind(panic)
-            }
-        }
-    }
-
-    /// `has_broken`, with its panic caught; a `true` starts a failure
-    /// epoch.
-    #[inline]
-    pub(crate) fn is_broken(
-        &self,
-        conn: &mut M::Connection,
-        now: Stamp,
-    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
-        let manager = &self.manager;
-        let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
-        if broken {
-            self.health.saw_failure(now);
-        }
-        Ok(broken)
-    }
-
     /// Makes the guard of a connection that passed its checks.
     #[inline]
     fn hand_out(
@@ -298,7 +296,10 @@ impl<M: ManageConnection> Engine<M> {
             let Some(handoff) = self.shelve_if_suspended(handoff) else {
                 continue;
             };
-            match self.checkout(handoff, start, now, deadline, site).await {
+            match self
+                .check_handoff(handoff, start, now, deadline, site)
+                .await
+            {
                 Ok(conn) => return Ok(conn),
                 Err(Refused::Retry) => {
                     now = self.clock.now();
@@ -309,104 +310,9 @@ impl<M: ManageConnection> Engine<M> {
         }
     }
 
-    /// Checks a connection about to be handed out on the slow path.
-    async fn checkout(
-        self: &Arc<Self>,
-        h: Occupied<M::Connection>,
-        start: Stamp,
-        now: Stamp,
-        deadline: Option<Stamp>,
-        site: &'static Location<'static>,
-    ) -> Result<PooledConnection<M>, Refused> {
-        if let Some(reason) = self.expired(&h.entry, now) {
-            self.evict(h, reason);
-            return Err(Refused::Retry);
-        }
-        // Opened for this caller (or for a caller who left it to this
-        // one) and never idle: handed out as is. `has_broken`, validation
-        // and `before_acquire` are about a connection that was used or
-        // waited; asking them here threw away connections nobody had
-        // touched (a manager whose `has_broken` says true after first use
-        // left every caller waiting out its timeout).
-        if h.entry.from_connect {
-            self.health
-                .count_check(&self.clock, h.entry.created_at, true);
-            return Ok(self.handed_out_after_wait(h, start, now, site));
-        }
-        // The same check as the fast path's, through the slot (a move in
-        // and out of it, on the slow path only).
-        let Some(held) = self.check_not_broken(self.slots.hold(h), now) else {
-            return Err(Refused::Retry);
-        };
-        let h = self.slots.take_held(held);
-        if !self.needs_check(&h.entry, now) {
-            self.health
-                .count_check(&self.clock, h.entry.created_at, true);
-            return Ok(self.handed_out_after_wait(h, start, now, site));
-        }
-        let created_at = h.entry.created_at;
-        let idle_for = h.entry.idle_for(now);
-        // Opened moments ago and never checked out: its connect just
-        // showed it works (the hook may still be why it is here).
-        let validate = self.validation_due(&h.entry, now) && !is_fresh(&h.entry, now);
-        // In flight until checked: dropping it (a cancelled `get()`) closes
-        // the connection, which may be mid-ping.
-        let mut conn = Floating::new(self.clone(), h, Reason::Validation);
-        // The checks run on tokio timers: the limit is a tokio instant.
-        let allowed = match deadline {
-            Some(d) => self.config.validation_timeout().min(d.since(now)),
-            None => self.config.validation_timeout(),
-        };
-        let limit = Instant::now().checked_add(allowed);
-        let checked = self
-            .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
-            .await;
-        self.health
-            .count_check(&self.clock, created_at, checked.is_ok());
-        checked?;
-        let now = self.clock.now();
-        Ok(self.handed_out_after_wait(conn.land(), start, now, site))
-    }
-
-    /// Validation (when due) and the `before_acquire` hook, within `limit`;
-    /// a refusal drops `conn`, which closes it.
-    async fn run_checks(
-        &self,
-        conn: &mut Floating<M>,
-        validate: bool,
-        idle_for: Duration,
-        now: Stamp,
-        limit: Option<Instant>,
-        deadline: Option<Stamp>,
-    ) -> Result<(), Refused> {
-        // The hook first, like deadpool's `pre_recycle` before its recycle
-        // check.
-        if let Some(hooks) = self.checkout_hook() {
-            conn.closes_as(Reason::Hook);
-            let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
-            let checked = run_until(limit, hooks.before_acquire(conn.conn_mut(), info)).await;
-            match checked {
-                Some(Ok(true)) => {}
-                Some(Ok(false)) => return Err(Refused::Retry),
-                other => {
-                    let other = other.map(|r| r.map(|_| ()));
-                    self.judge(other, deadline, "before_acquire hook")?;
-                }
-            }
-        }
-        if validate {
-            conn.closes_as(Reason::Validation);
-            let checked = run_until(limit, self.manager.is_valid(conn.conn_mut())).await;
-            self.judge(checked, deadline, "validation")?;
-            // Known alive now: past any failure epoch seen so far.
-            conn.entry_mut().last_ping = self.clock.now();
-        }
-        Ok(())
-    }
-
     /// Records the wait of a slow-path checkout, warns when it was slow
     /// (`slow_acquire_threshold`), and makes its guard.
-    fn handed_out_after_wait(
+    pub(super) fn handed_out_after_wait(
         self: &Arc<Self>,
         h: Occupied<M::Connection>,
         start: Stamp,
@@ -439,35 +345,6 @@ impl<M: ManageConnection> Engine<M> {
         );
     }
 
-    /// Turns a failed check into `Retry` (recording the error) or, when the
-    /// caller's deadline has passed, a timeout in that phase.
-    fn judge(
-        &self,
-        checked: Option<Result<(), M::Error>>,
-        deadline: Option<Stamp>,
-        what: &'static str,
-    ) -> Result<(), Refused> {
-        match checked {
-            Some(Ok(())) => Ok(()),
-            Some(Err(e)) => {
-                tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
-                self.health.set_last_error(std::sync::Arc::new(e));
-                self.health.saw_failure(self.clock.now());
-                Err(Refused::Retry)
-            }
-            None => {
-                self.health
-                    .set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                self.health.saw_failure(self.clock.now());
-                if deadline.is_some_and(|d| self.clock.now() >= d) {
-                    Err(Refused::Timeout(TimeoutPhase::Validation))
-                } else {
-                    Err(Refused::Retry)
-                }
-            }
-        }
-    }
-
     /// An idle connection now, or `None`; never waits, never connects.
     pub(crate) fn try_acquire(
         self: &Arc<Self>,
@@ -495,36 +372,3 @@ impl<M: ManageConnection> Engine<M> {
         }
     }
 }
-
-/// How long after its connect a never-checked-out connection skips the
-/// checkout checks. Longer, and it has sat idle in the pool: a
-/// `min_size` connection opened an hour ago is checked like any other.
-const FRESH_WINDOW: Duration = Duration::from_secs(1);
-
-/// Whether `entry` was opened moments ago and never checked out: no
-/// validation, no `before_acquire` at this checkout.
-#[inline]
-fn is_fresh<C>(entry: &Entry<C>, now: Stamp) -> bool {
-    entry.fresh && now.since(entry.created_at) < FRESH_WINDOW
-}
-
-/// Runs `f` until `limit`; `None` if it ran out of time.
-async fn run_until<F: std::future::Future>(limit: Option<Instant>, f: F) -> Option<F::Output> {
-    match limit {
-        Some(at) => tokio::time::timeout_at(at, f).await.ok(),
-        None => Some(f.await),
-    }
-}
-
-/// A checkout check that ran past `validation_timeout` or the caller's
-/// deadline; kept as the pool's last error.
-#[derive(Debug)]
-struct CheckTimedOut(&'static str);
-
-impl std::fmt::Display for CheckTimedOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} did not finish in time", self.0)
-    }
-}
-
-impl std::error::Error for CheckTimedOut {}

@@ -53,7 +53,6 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use pool_api::{ManageConnection, PoolError, TimeoutPhase};
-use tokio::time::Instant;
 
 use super::in_flight::Reservation;
 use super::Engine;
@@ -273,7 +272,7 @@ impl<M: ManageConnection> Engine<M> {
         let limit = self.config.connect_timeout();
         let generation = self.generation();
         #[cfg(feature = "metrics")]
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let mut connecting = Box::pin(async {
             let mut conn = self.manager.connect().await?;
             if let Some(hooks) = self.hooks.as_deref() {
@@ -319,7 +318,7 @@ impl<M: ManageConnection> Engine<M> {
     }
 
     /// `now + max_lifetime`, shortened by a random jitter.
-    fn lifetime_deadline(&self, now: Stamp) -> Stamp {
+    pub(super) fn lifetime_deadline(&self, now: Stamp) -> Stamp {
         let Some(life) = self.config.max_lifetime() else {
             return Stamp::NEVER;
         };
@@ -328,7 +327,7 @@ impl<M: ManageConnection> Engine<M> {
     }
 
     /// Counts a failed connect, in the snapshot and the export alike.
-    fn count_creation_error(&self) {
+    pub(super) fn count_creation_error(&self) {
         self.stats.creation_failed();
         #[cfg(feature = "metrics")]
         self.export.creation_failed();
@@ -378,119 +377,6 @@ impl<M: ManageConnection> Engine<M> {
         match self.health.failure()? {
             Failure::Backend(e) => Some(PoolError::ConnectFailed(e)),
             Failure::TimedOut => Some(self.timeout_error(started, TimeoutPhase::Connect)),
-        }
-    }
-
-    /// `Pool::add`: puts a connection opened elsewhere in a free slot and
-    /// delivers it (to the longest waiter, else idle); gives it back when
-    /// every slot is taken or the pool is closed.
-    pub(crate) fn add(self: &Arc<Self>, conn: M::Connection) -> Result<(), M::Connection> {
-        if self.is_closed() {
-            return Err(conn);
-        }
-        let Some(slot) = self.reserve() else {
-            return Err(conn);
-        };
-        if self.health.is_down() {
-            self.health.recovered();
-        }
-        let now = self.clock.now();
-        slot.fill(Entry {
-            conn,
-            created_at: now,
-            expires_at: self.lifetime_deadline(now),
-            last_used: now,
-            generation: self.generation(),
-            last_ping: now,
-            // Not opened by the pool: checked at its first checkout.
-            fresh: false,
-            from_connect: false,
-        });
-        Ok(())
-    }
-
-    /// Opens the first connections of `Pool::new` before it returns: one
-    /// first, failing fast, then the rest of `min_size`,
-    /// `max_concurrent_connects` at a time.
-    pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
-        let wanted = self.config.min_size().max(1);
-        self.open_one_initial().await?;
-        let mut left = wanted - 1;
-        while left > 0 {
-            let batch = left.min(self.config.max_concurrent_connects());
-            let mut opening = tokio::task::JoinSet::new();
-            for _ in 0..batch {
-                let shared = self.clone();
-                opening.spawn(async move { shared.open_one_initial().await });
-            }
-            while let Some(done) = opening.join_next().await {
-                match done {
-                    Ok(result) => result?,
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => return Err(PoolError::Closed),
-                }
-            }
-            left -= batch;
-        }
-        Ok(())
-    }
-
-    /// Opens one connection of `Pool::new`'s first ones. A first failure
-    /// that the manager does not call permanent is retried once at once,
-    /// as connectors do; the second is the caller's error.
-    async fn open_one_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
-        let Some(slot) = self.reserve() else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let opened = match self.open().await {
-            Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
-                tracing::warn!(pool = self.config.name(), error = %e, "connect failed; retrying once");
-                self.count_creation_error();
-                self.open().await
-            }
-            Err(OpenError::TimedOut(limit)) => {
-                tracing::warn!(
-                    pool = self.config.name(),
-                    timeout = ?limit,
-                    "connect timed out; retrying once"
-                );
-                self.count_creation_error();
-                self.open().await
-            }
-            opened => opened,
-        };
-        match opened {
-            Ok(entry) => {
-                slot.fill(entry);
-                Ok(())
-            }
-            // The slot is given back quietly: `Pool::new` is failing, and a
-            // refill connect started now would only delay its error.
-            Err(OpenError::Backend(e)) => {
-                slot.abandon();
-                // Returned to the caller, not kept as the last error, but
-                // counted like any failed connect.
-                self.count_creation_error();
-                Err(PoolError::Backend(e))
-            }
-            // As if `Pool::new` had called `connect` itself.
-            Err(OpenError::Panicked(panic)) => {
-                slot.abandon();
-                self.count_creation_error();
-                std::panic::resume_unwind(panic)
-            }
-            Err(e @ OpenError::TimedOut(_)) => {
-                slot.abandon();
-                self.connect_failed(e);
-                Err(PoolError::Timeout {
-                    waited: started.elapsed(),
-                    phase: TimeoutPhase::Connect,
-                    state: self.state(),
-                    last_error: self.health.last_error(),
-                    holders: pool_api::HolderSites::default(),
-                })
-            }
         }
     }
 }
@@ -557,5 +443,32 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_is_claimed_only_within_the_limit_and_the_demand() {
+        let c = Connector::new();
+        assert!(c.claim(2, || 5));
+        let first = c.adopt();
+        assert!(c.claim(2, || 5));
+        let second = c.adopt();
+        assert!(!c.claim(2, || 5), "two run: the limit is reached");
+        assert!(!c.has_room(2));
+        drop(first);
+        assert!(c.has_room(2));
+        assert!(!c.claim(2, || 1), "one runs and one is wanted: none more");
+        assert_eq!(c.running(), 1);
+        drop(second);
+        assert_eq!(
+            c.running(),
+            0,
+            "each place is counted out when its connector ends"
+        );
+        assert!(!c.claim(4, || 0), "no demand, no connector");
     }
 }

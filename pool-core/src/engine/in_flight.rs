@@ -15,11 +15,15 @@
 //! [`Floating::land`] takes the connection back out, to hand it out or
 //! deliver it. The caller's guard, `PooledConnection`, thus only ever
 //! returns or discards.
+//!
+//! A dirty return (or any, with an `after_release` hook) is reset in flight
+//! by [`reset_then_deliver`], in a task of its own.
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::time::Duration;
 
-use pool_api::ManageConnection;
+use pool_api::{ConnectionInfo, ManageConnection};
 
 use crate::engine::Engine;
 use crate::slots::{Entry, Occupied, Vacant};
@@ -130,4 +134,49 @@ impl<M: ManageConnection> Drop for Reservation<M> {
             self.shared.free_slot(slot);
         }
     }
+}
+
+/// Resets a returned connection and runs the `after_release` hook, then
+/// delivers it; any failure drops `conn`, which closes it.
+pub(super) async fn reset_then_deliver<M: ManageConnection>(
+    mut conn: Floating<M>,
+    dirty: bool,
+    held_for: Duration,
+) {
+    let shared = conn.shared().clone();
+    let limit = shared.config.validation_timeout();
+    let name = shared.config.name();
+    if dirty {
+        match tokio::time::timeout(limit, shared.manager.reset(conn.conn_mut())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
+                return; // `conn` closes it (ResetFailed)
+            }
+            Err(_) => {
+                tracing::warn!(pool = name, timeout = ?limit, "reset timed out; closing connection");
+                return;
+            }
+        }
+    }
+    if let Some(hooks) = shared.return_hook() {
+        let info = ConnectionInfo::new(shared.clock.now().since(conn.entry().created_at), held_for);
+        conn.closes_as(Reason::Hook);
+        match tokio::time::timeout(limit, hooks.after_release(conn.conn_mut(), info)).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(pool = name, error = %e, "after_release hook failed; closing connection");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    pool = name,
+                    "after_release hook timed out; closing connection"
+                );
+                return;
+            }
+        }
+    }
+    shared.deliver(conn.land());
 }

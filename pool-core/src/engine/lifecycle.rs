@@ -1,14 +1,18 @@
-//! The pool's life as a whole: closing, resizing, retiring everything
-//! (`soft_evict_all`, `retain`), suspending, and the one way a slot is
-//! given back (`free_slot`, after `evict` closed its connection).
+//! The pool's life as a whole: its first connections (`open_initial`,
+//! for `Pool::new`) and one added from outside (`add`), closing,
+//! resizing, retiring everything (`soft_evict_all`, `retain`), suspending,
+//! and the one way a slot is given back (`free_slot`, after `evict`
+//! closed its connection).
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use pool_api::ManageConnection;
+use pool_api::{ManageConnection, PoolError, TimeoutPhase};
+use tokio::time::Instant;
 
 use super::Engine;
-use crate::slots::{Occupied, State, Vacant};
+use crate::health::OpenError;
+use crate::slots::{Entry, Occupied, State, Vacant};
 use crate::stats::Reason;
 use crate::suspend::Shelved;
 use crate::sync::{fence, Ordering};
@@ -271,6 +275,119 @@ impl<M: ManageConnection> Engine<M> {
     pub(crate) fn close_shelved(self: &Arc<Self>) {
         for h in self.suspension.take_all() {
             self.evict(h, Reason::Closed);
+        }
+    }
+
+    /// `Pool::add`: puts a connection opened elsewhere in a free slot and
+    /// delivers it (to the longest waiter, else idle); gives it back when
+    /// every slot is taken or the pool is closed.
+    pub(crate) fn add(self: &Arc<Self>, conn: M::Connection) -> Result<(), M::Connection> {
+        if self.is_closed() {
+            return Err(conn);
+        }
+        let Some(slot) = self.reserve() else {
+            return Err(conn);
+        };
+        if self.health.is_down() {
+            self.health.recovered();
+        }
+        let now = self.clock.now();
+        slot.fill(Entry {
+            conn,
+            created_at: now,
+            expires_at: self.lifetime_deadline(now),
+            last_used: now,
+            generation: self.generation(),
+            last_ping: now,
+            // Not opened by the pool: checked at its first checkout.
+            fresh: false,
+            from_connect: false,
+        });
+        Ok(())
+    }
+
+    /// Opens the first connections of `Pool::new` before it returns: one
+    /// first, failing fast, then the rest of `min_size`,
+    /// `max_concurrent_connects` at a time.
+    pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+        let wanted = self.config.min_size().max(1);
+        self.open_one_initial().await?;
+        let mut left = wanted - 1;
+        while left > 0 {
+            let batch = left.min(self.config.max_concurrent_connects());
+            let mut opening = tokio::task::JoinSet::new();
+            for _ in 0..batch {
+                let shared = self.clone();
+                opening.spawn(async move { shared.open_one_initial().await });
+            }
+            while let Some(done) = opening.join_next().await {
+                match done {
+                    Ok(result) => result?,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => return Err(PoolError::Closed),
+                }
+            }
+            left -= batch;
+        }
+        Ok(())
+    }
+
+    /// Opens one connection of `Pool::new`'s first ones. A first failure
+    /// that the manager does not call permanent is retried once at once,
+    /// as connectors do; the second is the caller's error.
+    async fn open_one_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+        let Some(slot) = self.reserve() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let opened = match self.open().await {
+            Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
+                tracing::warn!(pool = self.config.name(), error = %e, "connect failed; retrying once");
+                self.count_creation_error();
+                self.open().await
+            }
+            Err(OpenError::TimedOut(limit)) => {
+                tracing::warn!(
+                    pool = self.config.name(),
+                    timeout = ?limit,
+                    "connect timed out; retrying once"
+                );
+                self.count_creation_error();
+                self.open().await
+            }
+            opened => opened,
+        };
+        match opened {
+            Ok(entry) => {
+                slot.fill(entry);
+                Ok(())
+            }
+            // The slot is given back quietly: `Pool::new` is failing, and a
+            // refill connect started now would only delay its error.
+            Err(OpenError::Backend(e)) => {
+                slot.abandon();
+                // Returned to the caller, not kept as the last error, but
+                // counted like any failed connect.
+                self.count_creation_error();
+                Err(PoolError::Backend(e))
+            }
+            // As if `Pool::new` had called `connect` itself.
+            Err(OpenError::Panicked(panic)) => {
+                slot.abandon();
+                self.count_creation_error();
+                std::panic::resume_unwind(panic)
+            }
+            Err(e @ OpenError::TimedOut(_)) => {
+                slot.abandon();
+                self.connect_failed(e);
+                Err(PoolError::Timeout {
+                    waited: started.elapsed(),
+                    phase: TimeoutPhase::Connect,
+                    state: self.state(),
+                    last_error: self.health.last_error(),
+                    holders: pool_api::HolderSites::default(),
+                })
+            }
         }
     }
 }

@@ -126,6 +126,7 @@
 
 mod checkin;
 mod checkout;
+mod checks;
 pub(crate) mod connect;
 #[cfg(all(test, not(loom)))]
 mod count_tests;

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use pool_api::ManageConnection;
 
 use super::Engine;
-use crate::index_stack::{Popped, CLOSED, WAITERS};
 use crate::slots::{Held, Occupied, ParkOutcome};
-use crate::stats::Reason;
 
 impl<M: ManageConnection> Engine<M> {
     /// Releases `n` counts of the pool that parked connections carried
@@ -51,49 +49,6 @@ impl<M: ManageConnection> Engine<M> {
         taken
     }
 
-    /// An idle connection for the fast path, counted in use and left in
-    /// its slot: one this thread parked, most recent first, else the top of
-    /// the idle stack. With it, the pool's count the parked slot carried
-    /// (`slots/parked.rs`, "The pool's reference"): the guard's reference,
-    /// taken over without touching the count.
-    #[inline]
-    pub(crate) fn claim_or_pop(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = &self.slots;
-        if slots.affinity() {
-            if let Some((held, counted)) = self.affinity.pop_parked(&self.slots) {
-                return self.recalled(held, counted.then(|| self.adopt_parked_count()));
-            }
-        }
-        (slots.pop_held(), None)
-    }
-
-    /// [`claim_or_pop`](Self::claim_or_pop), and when the stack is empty with
-    /// nobody waiting, any connection parked by another thread
-    /// (`try_get`: every idle connection counts).
-    pub(crate) fn claim_or_pop_any(self: &Arc<Self>) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = &self.slots;
-        match self.claim_or_pop() {
-            (Popped::Empty, _) if slots.affinity() => match slots.claim_parked() {
-                Some((h, counted)) => (
-                    Popped::Node(slots.hold(h)),
-                    counted.then(|| self.adopt_parked_count()),
-                ),
-                None => (Popped::Empty, None),
-            },
-            popped => popped,
-        }
-    }
-
-    /// The pool's count that a claimed `Parked` slot carried, as an `Arc`.
-    #[inline]
-    fn adopt_parked_count(self: &Arc<Self>) -> Arc<Self> {
-        // SAFETY: the claim that reported the count made it the caller's
-        // (`Slots::claim`): the parking guard's count, left in the slot by
-        // `publish` instead of being dropped. Rebuilding the `Arc` from the
-        // pointer takes it over; the caller's own `Arc` is untouched.
-        unsafe { Arc::from_raw(Arc::as_ptr(self)) }
-    }
-
     /// Takes a clean returned connection back into the idle set while
     /// nobody waits: parked in place and remembered by this thread, or, if
     /// callers queued or the pool closed or shrank meanwhile, delivered.
@@ -119,32 +74,6 @@ impl<M: ManageConnection> Engine<M> {
                 None
             }
         }
-    }
-
-    /// A connection claimed from this thread's list, unless the pool closed
-    /// (closed, and the checkout fails) or callers queued (handed to them,
-    /// and the checkout queues behind them) meanwhile; `lease` is dropped
-    /// then (the caller holds a `Pool` handle, so that never frees it).
-    #[inline]
-    fn recalled(
-        self: &Arc<Self>,
-        held: Held,
-        lease: Option<Arc<Self>>,
-    ) -> (Popped<Held>, Option<Arc<Self>>) {
-        let slots = &self.slots;
-        // Relaxed: a check, as the stack's pop makes; the word is written
-        // only when the pool closes or callers queue, so this line is read
-        // from this core's cache.
-        let flags = slots.stack_flags();
-        if flags & CLOSED != 0 {
-            self.evict(slots.take_held(held), Reason::Closed);
-            return (Popped::Closed, None);
-        }
-        if flags & WAITERS != 0 {
-            self.deliver(slots.take_held(held));
-            return (Popped::Waiters, None);
-        }
-        (Popped::Node(held), lease)
     }
 
     /// Adds a slot this thread parked to its list; when the list is full,

@@ -1,0 +1,230 @@
+//! The checkout checks: what a connection goes through between leaving
+//! the idle set and reaching a caller. On the fast path, expiry and
+//! `has_broken` (`check_not_broken`), and whether anything slower is due
+//! (`needs_check`); on the slow path, `check_handoff`: a connection opened
+//! for this caller is handed over as it is, any other is vetted by the
+//! `before_acquire` hook and, when due, `is_valid` (`run_checks`), within
+//! `validation_timeout` and the caller's deadline, while a `Floating`
+//! holds it (closing it if the caller gives up).
+
+use std::panic::{resume_unwind, Location};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool_api::{ConnectionInfo, ManageConnection, TimeoutPhase, ValidationMode};
+use tokio::time::Instant;
+
+use super::in_flight::Floating;
+use super::{Engine, PooledConnection};
+use crate::clock::Stamp;
+use crate::slots::{Entry, Held, Occupied};
+use crate::stats::Reason;
+
+/// Why a checkout attempt did not produce a connection.
+pub(super) enum Refused {
+    /// That connection was unusable and closed; try another.
+    Retry,
+    /// The deadline passed during this phase.
+    Timeout(TimeoutPhase),
+}
+
+impl<M: ManageConnection> Engine<M> {
+    /// Whether a connection taken from idle must be shown to the
+    /// `before_acquire` hook or validated before it is handed out: the
+    /// hook sees every one, whoever opened it (a `min_size` connection
+    /// included); validation skips one opened moments ago and never
+    /// checked out, which its connect just showed to work.
+    #[inline]
+    pub(super) fn needs_check(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
+        self.hook_at_checkout || (self.validation_due(entry, now) && !is_fresh(entry, now))
+    }
+    /// Whether `is_valid` must run before `entry` is handed out: idle
+    /// longer than the bypass window, or not checked since a failure was
+    /// seen (the failure epoch: a mass failure must not hide behind the
+    /// window that keeps quiet times cheap).
+    #[inline]
+    fn validation_due(&self, entry: &Entry<M::Connection>, now: Stamp) -> bool {
+        self.config.validation_mode() == ValidationMode::IsValid
+            && (entry.idle_for(now) >= self.config.validation_bypass()
+                || self.health.failed_since(entry.last_ping))
+    }
+    /// The manager's cheap `has_broken` on a connection about to be handed
+    /// out, in every validation mode: a broken one is closed (and starts a
+    /// failure epoch), `None`; a panic in the check closes it and goes on
+    /// unwinding into the caller.
+    #[inline]
+    pub(super) fn check_not_broken(self: &Arc<Self>, mut held: Held, now: Stamp) -> Option<Held> {
+        let slots = &self.slots;
+        match self.is_broken(&mut slots.entry_mut(&mut held).conn, now) {
+            Ok(false) => Some(held),
+            Ok(true) => {
+                // A connection that is broken at once, connect after
+                // connect, is a rejection streak like failed validations:
+                // connectors back off by it instead of opening and closing
+                // as fast as the server answers (see `connector.rs`).
+                let created_at = slots.entry(&held).created_at;
+                self.health.count_check(&self.clock, created_at, false);
+                self.evict(slots.take_held(held), Reason::Broken);
+                None
+            }
+            Err(panic) => {
+                self.evict(slots.take_held(held), Reason::Broken);
+                resume_unwind(panic)
+            }
+        }
+    }
+    /// Checks a connection about to be handed out on the slow path.
+    pub(super) async fn check_handoff(
+        self: &Arc<Self>,
+        h: Occupied<M::Connection>,
+        start: Stamp,
+        now: Stamp,
+        deadline: Option<Stamp>,
+        site: &'static Location<'static>,
+    ) -> Result<PooledConnection<M>, Refused> {
+        if let Some(reason) = self.expired(&h.entry, now) {
+            self.evict(h, reason);
+            return Err(Refused::Retry);
+        }
+        // Opened for this caller (or for a caller who left it to this
+        // one) and never idle: handed out as is. `has_broken`, validation
+        // and `before_acquire` are about a connection that was used or
+        // waited; asking them here threw away connections nobody had
+        // touched (a manager whose `has_broken` says true after first use
+        // left every caller waiting out its timeout).
+        if h.entry.from_connect {
+            self.health
+                .count_check(&self.clock, h.entry.created_at, true);
+            return Ok(self.handed_out_after_wait(h, start, now, site));
+        }
+        // The same check as the fast path's, through the slot (a move in
+        // and out of it, on the slow path only).
+        let Some(held) = self.check_not_broken(self.slots.hold(h), now) else {
+            return Err(Refused::Retry);
+        };
+        let h = self.slots.take_held(held);
+        if !self.needs_check(&h.entry, now) {
+            self.health
+                .count_check(&self.clock, h.entry.created_at, true);
+            return Ok(self.handed_out_after_wait(h, start, now, site));
+        }
+        let created_at = h.entry.created_at;
+        let idle_for = h.entry.idle_for(now);
+        // Opened moments ago and never checked out: its connect just
+        // showed it works (the hook may still be why it is here).
+        let validate = self.validation_due(&h.entry, now) && !is_fresh(&h.entry, now);
+        // In flight until checked: dropping it (a cancelled `get()`) closes
+        // the connection, which may be mid-ping.
+        let mut conn = Floating::new(self.clone(), h, Reason::Validation);
+        // The checks run on tokio timers: the limit is a tokio instant.
+        let allowed = match deadline {
+            Some(d) => self.config.validation_timeout().min(d.since(now)),
+            None => self.config.validation_timeout(),
+        };
+        let limit = Instant::now().checked_add(allowed);
+        let checked = self
+            .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
+            .await;
+        self.health
+            .count_check(&self.clock, created_at, checked.is_ok());
+        checked?;
+        let now = self.clock.now();
+        Ok(self.handed_out_after_wait(conn.land(), start, now, site))
+    }
+    /// Validation (when due) and the `before_acquire` hook, within `limit`;
+    /// a refusal drops `conn`, which closes it.
+    async fn run_checks(
+        &self,
+        conn: &mut Floating<M>,
+        validate: bool,
+        idle_for: Duration,
+        now: Stamp,
+        limit: Option<Instant>,
+        deadline: Option<Stamp>,
+    ) -> Result<(), Refused> {
+        // The hook first, like deadpool's `pre_recycle` before its recycle
+        // check.
+        if let Some(hooks) = self.checkout_hook() {
+            conn.closes_as(Reason::Hook);
+            let info = ConnectionInfo::new(now.since(conn.entry().created_at), idle_for);
+            let checked = run_until(limit, hooks.before_acquire(conn.conn_mut(), info)).await;
+            match checked {
+                Some(Ok(true)) => {}
+                Some(Ok(false)) => return Err(Refused::Retry),
+                other => {
+                    let other = other.map(|r| r.map(|_| ()));
+                    self.judge(other, deadline, "before_acquire hook")?;
+                }
+            }
+        }
+        if validate {
+            conn.closes_as(Reason::Validation);
+            let checked = run_until(limit, self.manager.is_valid(conn.conn_mut())).await;
+            self.judge(checked, deadline, "validation")?;
+            // Known alive now: past any failure epoch seen so far.
+            conn.entry_mut().last_ping = self.clock.now();
+        }
+        Ok(())
+    }
+    /// Turns a failed check into `Retry` (recording the error) or, when the
+    /// caller's deadline has passed, a timeout in that phase.
+    fn judge(
+        &self,
+        checked: Option<Result<(), M::Error>>,
+        deadline: Option<Stamp>,
+        what: &'static str,
+    ) -> Result<(), Refused> {
+        match checked {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
+                self.health.set_last_error(std::sync::Arc::new(e));
+                self.health.saw_failure(self.clock.now());
+                Err(Refused::Retry)
+            }
+            None => {
+                self.health
+                    .set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
+                self.health.saw_failure(self.clock.now());
+                if deadline.is_some_and(|d| self.clock.now() >= d) {
+                    Err(Refused::Timeout(TimeoutPhase::Validation))
+                } else {
+                    Err(Refused::Retry)
+                }
+            }
+        }
+    }
+}
+
+/// How long after its connect a never-checked-out connection skips the
+/// checkout checks. Longer, and it has sat idle in the pool: a
+/// `min_size` connection opened an hour ago is checked like any other.
+const FRESH_WINDOW: Duration = Duration::from_secs(1);
+
+/// Whether `entry` was opened moments ago and never checked out: no
+/// validation, no `before_acquire` at this checkout.
+#[inline]
+fn is_fresh<C>(entry: &Entry<C>, now: Stamp) -> bool {
+    entry.fresh && now.since(entry.created_at) < FRESH_WINDOW
+}
+
+/// Runs `f` until `limit`; `None` if it ran out of time.
+async fn run_until<F: std::future::Future>(limit: Option<Instant>, f: F) -> Option<F::Output> {
+    match limit {
+        Some(at) => tokio::time::timeout_at(at, f).await.ok(),
+        None => Some(f.await),
+    }
+}
+
+/// A checkout check that ran past `validation_timeout` or the caller's
+/// deadline; kept as the pool's last error.
+#[derive(Debug)]
+struct CheckTimedOut(&'static str);
+
+impl std::fmt::Display for CheckTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} did not finish in time", self.0)
+    }
+}
+
+impl std::error::Error for CheckTimedOut {}
