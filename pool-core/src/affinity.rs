@@ -8,8 +8,9 @@
 //! `thread_affinity` on (the default), a clean return with no caller
 //! waiting parks the connection in its own slot instead
 //! (`Slots::park_held`, `slots/parked.rs`, which also states the ordering
-//! argument) and this thread adds the slot to a small list of its own. A checkout on this thread tries that list, most recent first, with
-//! one CAS on each remembered slot's own state word, before it pops the
+//! argument) and this thread adds the slot to a small list of its own. A checkout
+//! on this thread tries that list, most recent first, with one CAS on
+//! each listed slot's own state word, before it pops the
 //! stack. Others find parked connections by scanning the slots: the first
 //! caller to queue, `try_get`, the housekeeper's sweep, `close`,
 //! `soft_evict_all`, `resize` and `retain` (`Slots::claim_parked`,

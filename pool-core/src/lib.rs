@@ -4,8 +4,10 @@
 //!   use and being opened), under any interleaving, cancellation, panic or
 //!   failure.
 //! * **Lock-free, LIFO hot path**: checking out an idle connection and
-//!   returning a clean one are a CAS each on a Treiber stack; the most
-//!   recently returned connection is handed out first.
+//!   returning a clean one are a CAS each: on the connection's own slot
+//!   when this thread returned it last (thread affinity, the default), else
+//!   on a Treiber stack of idle slots; the most recently returned
+//!   connection is handed out first.
 //! * **Fair, notified waiting**: callers queue first come, first served, and
 //!   a returned or newly opened connection is handed straight to the longest
 //!   waiter.

@@ -1,5 +1,5 @@
-//! The public handle: documented one-line hand-offs to the engine in
-//! `shared.rs`.
+//! The public handle: documented one-line hand-offs to the engine
+//! (`engine/`).
 
 use std::future::Future;
 use std::panic::Location;

@@ -227,8 +227,8 @@ impl<C> Slots<C> {
         }
     }
 
-    /// Puts a new connection in a reserved slot, counted in use until it is
-    /// delivered.
+    /// Puts a new connection in a reserved slot; it stays counted as
+    /// opening (the state `reserve` set) until it is delivered.
     pub(crate) fn fill(&self, slot: Vacant, entry: Entry<C>) -> Occupied<C> {
         Occupied {
             index: slot.0,

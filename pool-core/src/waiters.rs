@@ -27,7 +27,7 @@
 //! # Deadlines
 //!
 //! A waiter arms no timer of its own. Its deadline sits in its node, and one
-//! sweeper task per pool (`sweeper.rs`) sleeps until the earliest deadline
+//! sweeper task per pool (`engine/sweeper.rs`) sleeps until the earliest deadline
 //! in the queue,
 //! unlinks the nodes that are due as timed out and wakes them. Registering
 //! re-arms the sweeper only when its deadline is earlier than the armed one,
@@ -145,7 +145,7 @@ impl<T> WaiterQueue<T> {
     pub(crate) fn waiting(&self) -> u32 {
         // Relaxed: where the connector decision reads it, the SeqCst fence
         // at the top of `request_connections` orders it (the
-        // store-buffering protocol, see `Connector` in `connector.rs`);
+        // store-buffering protocol, see `Connector` in `engine/connect.rs`);
         // elsewhere it is a figure for metrics.
         self.waiting.load(Ordering::Relaxed)
     }

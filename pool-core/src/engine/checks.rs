@@ -61,7 +61,7 @@ impl<M: ManageConnection> Engine<M> {
                 // A connection that is broken at once, connect after
                 // connect, is a rejection streak like failed validations:
                 // connectors back off by it instead of opening and closing
-                // as fast as the server answers (see `connector.rs`).
+                // as fast as the server answers (see `engine/connect.rs`).
                 let created_at = slots.entry(&held).created_at;
                 self.health.count_check(&self.clock, created_at, false);
                 self.evict(slots.take_held(held), Reason::Broken);

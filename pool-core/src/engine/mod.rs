@@ -1,81 +1,91 @@
-//! The pool's engine, shared by every `Pool` handle and checked-out
-//! connection.
+//! # Engine design
 //!
-//! # Architecture
+//! How the engine works: every file of `pool-core/src`'s engine and its
+//! leaves, one connection's journey through them, and the implementation
+//! details (the slots that make the bound hold by construction, the idle
+//! stack, thread affinity, the waiting protocol, connects, returns, hooks
+//! and counts). The names in backticks are the crate's private items and
+//! files; read them beside the source. This text is also the module doc of
+//! `pool-core/src/engine/mod.rs`, and a unit test keeps the two the same.
 //!
-//! [`Shared`] composes components that each own their state; the files,
-//! by component:
+//! ## Map
 //!
-//! | file | component |
+//! The engine is one type, `Engine` (`engine/mod.rs`), whose fields are
+//! private to the `engine/` folder; each file there is one phase of a
+//! connection's life, an `impl Engine` block reading those fields. The
+//! leaves below it own their state, are generic over the connection, and
+//! never name the engine; `scripts/import_graph.py` checks that their
+//! imports form no circle and run only downwards.
+//!
+//! | file | part |
 //! |---|---|
-//! | `pool.rs` | `Pool`: the public handle, one-line hand-offs to `Shared` |
-//! | `shared.rs` | `Shared`: the components together; closing, eviction, freeing slots |
-//! | `acquire.rs` | the checkout path: `get()`, `try_get()`, checkout checks |
-//! | `connection.rs` | `PooledConnection`, the caller's guard, and the return path its drop starts: `checkin`, `deliver` |
-//! | `floating.rs` | `Floating` (a connection in flight: validation, reset, ping, hooks) and `Reservation` (a slot reserved for a connect) |
-//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | `Slots`: the slots, the idle stack, the free list, the ownership tokens `Occupied` and `Vacant`; one slot's state; what the pool knows about a connection |
-//! | `slots/parked.rs` | connections parked in their own slot (`Parked`), claimed by a CAS on the slot's state; the ordering argument against queuing and closing |
-//! | `affinity.rs` | thread affinity: each thread's list of the slots it parked, tried before the stack |
-//! | `index_stack.rs` | `IndexStack`: the lock-free Treiber stack of slot indices |
-//! | `waiters.rs`, `waiters/waiter.rs` | `WaiterQueue` and the `Waiter` future: the fair waiting protocol |
-//! | `linked_list.rs` | the intrusive list the waiter queue links its nodes in |
-//! | `sweeper.rs` | `Sweeper`: times out waiters past their deadline |
-//! | `connector.rs` | `Connector`: demand-driven connects, their bound and back-off |
-//! | `housekeeper.rs` | `Housekeeper`: retirement, keepalive, refill, leak scan |
-//! | `stats.rs`, `histogram.rs` | `Stats`: counters, histograms, the `PoolMetrics` snapshot |
-//! | `leak.rs` | holder sites (`holders()`, the sites in timeouts) and leak records |
-//! | `suspend.rs` | `suspend()` / `resume()`: the flag and the idle connections parked while suspended |
-//! | `coop.rs` | how often a checkout spends tokio's cooperative budget |
-//! | `clock.rs`, `sync.rs` | timestamps, the loom shim |
-//! | `loom_tests.rs` | loom models of the real engine (`--cfg loom`) |
+//! | `pool.rs` | `Pool`, the public handle: one-line calls into the engine |
+//! | `engine/mod.rs` | `Engine`: its fields, construction, and what it reports (`state`, `metrics`, `holders`, the timeout error) |
+//! | `engine/checkout.rs` | checkout: `acquire` (the fast path, `claim_or_pop`, `hand_out`), `acquire_slow`, `wait_for`, `try_acquire`; the waiter queue's `WaitHost` |
+//! | `engine/checks.rs` | the checkout checks: `check_not_broken`, `needs_check`, and on the slow path `check_handoff`, `run_checks` (`before_acquire`, `is_valid`) |
+//! | `engine/checkin.rs` | the guard `PooledConnection` and the return path its drop starts: `checkin` (with `is_broken`), `deliver_held`, `deliver` |
+//! | `engine/parking.rs` | the pool's count handed between a guard and a parked slot: `park_returned`, `push_parked`, `collect_idle`, `collect_parked`, `release_parked_counts` |
+//! | `engine/connect.rs` | connects apart from callers: `request_connections`, the connector tasks (`open_while_wanted`), `open`, `connect_failed`, `failed_fast`; the `Connector` count |
+//! | `engine/lifecycle.rs` | the pool as a whole: `open_initial`, `add`, `close`, `shut`, `resize`, `soft_evict_all`, `retain`, suspend and resume, `evict`, `free_slot` |
+//! | `engine/housekeeper.rs` | the housekeeper task: idle and lifetime retirement, keepalive pings, refill, the leak scan |
+//! | `engine/sweeper.rs` | the sweeper task: times out waiters past their deadline |
+//! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect), `reset_then_deliver` |
+//! | `engine/loom_tests.rs`, `engine/count_tests.rs` | loom models of the real engine (`--cfg loom`); the pool's reference count under parking |
+//! | `slots.rs`, `slots/slot.rs`, `entry.rs` | leaf: the slots, the idle stack and the free list; the tokens `Occupied`, `Held` and `Vacant`; one slot's state; what the pool knows about a connection |
+//! | `slots/parked.rs` | leaf: a connection parked in its own slot, claimed by a CAS on the slot's state; the ordering against queuing and closing |
+//! | `slots/leak.rs` | leaf: each slot's holder site and leak record |
+//! | `index_stack.rs` | leaf: the lock-free Treiber stack of slot indices |
+//! | `waiters.rs`, `waiters/waiter.rs`, `linked_list.rs` | leaf: `WaiterQueue` and the `Waiter` future, the fair waiting protocol (it talks back through the narrow `WaitHost` trait); the intrusive list |
+//! | `affinity.rs` | leaf: each thread's list of the slots it parked, over `&Slots` |
+//! | `health.rs` | leaf: connect health: back-off, failure epoch, fail-fast state, last error |
+//! | `suspend.rs` | leaf: the suspension flag and the shelved connections |
+//! | `stats.rs`, `histogram.rs`, `export.rs` | leaf: counters, histograms, the `PoolMetrics` snapshot, export through `metrics` |
+//! | `coop.rs`, `clock.rs`, `sync.rs` | leaf: tokio's cooperative budget, timestamps, the loom shim |
 //!
-//! # One connection's journey
+//! ## One connection's journey
 //!
-//! 1. **`get`** (`pool.rs`) calls `Engine::acquire` (`acquire.rs`), whose
-//!    fast path takes an idle connection with `Engine::pop_held`
-//!    (`affinity.rs`): one this thread parked, claimed by one CAS on its
-//!    slot (`Slots::claim_held`, `slots/parked.rs`), else the top of the
-//!    idle stack (`Slots::pop_held`, `slots.rs`): one CAS that yields a
-//!    `Held`, the token that owns the slot and its connection.
-//! 2. **Or wait**: with nothing idle, `acquire_slow` → `wait_for` pins a
-//!    `Waiter` (`waiters/waiter.rs`). Its first poll, `register`, marks
-//!    the stack (`Slots::mark_waiting`) and links its node in the queue
-//!    under the queue's lock (the first caller to queue claims a
-//!    connection parked by another thread instead, if there is one), then
-//!    asks `Engine::request_connections`
-//!    (`connector.rs`) for connections. It resolves when a handoff fills
-//!    its node.
-//! 3. **Guard**: `hand_out` (`acquire.rs`) wraps the handoff in a
-//!    `PooledConnection` (`connection.rs`). A connection opened for this
-//!    caller and never idle is handed over as it is (no checkout check); one
-//!    taken from idle that needs validation or a `before_acquire` hook
-//!    first is held by a `Floating` (`floating.rs`), whose drop closes it,
-//!    until the checks pass.
-//! 4. **Drop**: `PooledConnection::drop` calls `Engine::checkin`
-//!    (`connection.rs`): a broken or expired connection is closed
-//!    (`Engine::evict`); a dirty one, or any when an `after_release` hook
-//!    runs, goes to a spawned `reset_then_deliver` as a `Floating`.
-//! 5. **Occupied**: a clean (or reset) connection goes to
-//!    `Engine::deliver` (`connection.rs`): while callers wait it calls
-//!    `WaiterQueue::offer` (`waiters.rs`), which unlinks the longest
-//!    waiter, puts the handoff in its node and wakes it; otherwise a
-//!    clean return is parked in its slot for this thread
-//!    (`Engine::park_returned`, `affinity.rs`) with `thread_affinity` on,
-//!    keeping the guard's count of the pool for the next checkout
-//!    (`slots/parked.rs`, "The pool's reference"), and anything else goes
-//!    on the stack (`Slots::push_idle`).
+//! Caller A's `get()`, caller B waiting, A's drop handing the connection to
+//! B. Four files: `pool.rs`, `engine/checkout.rs`, `engine/checks.rs` and
+//! `engine/checkin.rs`; the leaves are named by their types.
 //!
-//! So `get()` (`pool.rs`) to the next waiter's wake-up reads three more
-//! files: `acquire.rs`, `connection.rs` and `waiters.rs`.
+//! 1. **`get`**: `Pool::get` (`pool.rs`) calls `Engine::acquire`
+//!    (`engine/checkout.rs`).
+//! 2. **Claim or pop**: `acquire`'s fast path calls `Engine::claim_or_pop`
+//!    (same file): `Affinity::pop_parked` claims a connection this thread
+//!    parked, by one CAS on its slot (`Slots::claim_held`), else
+//!    `Slots::pop_held` pops the idle stack, one CAS; either yields a `Held`,
+//!    the token owning the slot and its connection. `check_not_broken` and
+//!    `needs_check` (`engine/checks.rs`) look at it; with nothing to check,
+//!    `hand_out` (`engine/checkout.rs`) makes the guard.
+//! 3. **Or wait**: with nothing idle, `acquire_slow` calls `wait_for`, which
+//!    pins a `Waiter`. Its first poll takes the queue's lock, sets the
+//!    stack's `WAITERS` bit through `WaitHost::flag_waiting` (`Slots::mark_waiting`)
+//!    and links its node; then `WaitHost::queued` asks
+//!    `Engine::request_connections` for a connection. It resolves when a
+//!    handoff fills its node. B does this.
+//! 4. **Guard**: A holds a `PooledConnection` (`engine/checkin.rs`), made by
+//!    `hand_out`, which derefs to the connection in its slot.
+//! 5. **Drop**: `PooledConnection::drop` calls `Engine::checkin` (same
+//!    file): `is_broken`, expiry, `needs_reset`; a clean connection goes to
+//!    `deliver_held`, which, with callers waiting, takes it out of its slot
+//!    and calls `deliver`.
+//! 6. **Handoff**: `deliver` calls `WaiterQueue::offer`, which unlinks the
+//!    longest waiter (B), puts the connection in its node and wakes it. B's
+//!    `acquire_slow` gets it and calls `check_handoff` (`engine/checks.rs`):
+//!    a connection opened for B goes straight to `handed_out_after_wait`
+//!    (`engine/checkout.rs`); one that was returned is checked first. With
+//!    nobody waiting, `deliver_held` instead parks it in place for A's
+//!    thread (`park_returned`, the count hand-over) or pushes it on the stack.
 //!
-//! # Implementation details
+//! ## Implementation details
 //!
 //! **Slots and the bound.** The pool allocates `max_size` slots up front. A
 //! connection always occupies one, from the moment its connect starts until
 //! it is closed. Free slots sit on a lock-free free list; reserving one is a
 //! pop, so the bound holds by construction: there are never more slots than
 //! `max_size`, whatever interleaving, cancellation or panic happens. Who
-//! owns a slot is a value: a [`Occupied`] (a slot with its connection) or a
+//! owns a slot is a value: an `Occupied` (a slot with its connection), a `Held` (a slot whose
+//! connection is used in place, the guard's) or a
 //! `Vacant` (an empty one), neither `Copy`; a slot reserved for a connect
 //! is a `Reservation` whose `Drop` gives it back.
 //!
@@ -86,7 +96,7 @@
 //!
 //! **Thread affinity** (`affinity.rs`, `slots/parked.rs`): with nobody
 //! waiting, a clean return parks its connection in its own slot and the
-//! thread remembers it, so that thread's next checkout claims it back
+//! slot joins the thread's list of parked slots, so that thread's next checkout claims it back
 //! without writing the stack's head word, the one line every other thread
 //! writes. A parked connection is idle like the others: the first caller
 //! to queue, `try_get`, the housekeeper, `close`, `soft_evict_all`,
@@ -100,17 +110,18 @@
 //! the bit is set a return cannot push: it hands its connection to the
 //! longest waiter under the queue's lock, and newcomers queue behind.
 //! Waiters are woken by that handoff, never by polling. Their deadlines are
-//! kept by one sweeper task per pool (`sweeper.rs`), not a timer per waiter.
+//! kept by one sweeper task per pool (`engine/sweeper.rs`), not a timer per waiter.
 //!
-//! **Creation** is demand-driven and apart from callers (`connector.rs`):
+//! **Creation** is demand-driven and apart from callers (`engine/connect.rs`):
 //! queuing a waiter asks for connections, one per waiter at most (a
 //! connector stops once the other connectors cover the callers waiting); at
 //! most `max_concurrent_connects`
 //! connector tasks open them, and each new connection is delivered exactly
 //! like a returned one, to the longest waiter or onto the stack. A caller who
-//! gives up does not abort a half-open connection.
+//! gives up does not abort a half-open connection. Back-off, fail fast and
+//! the failure epoch are the connect health's (`health.rs`).
 //!
-//! **Returns** (`connection.rs`): broken or expired connections are closed; dirty
+//! **Returns** (`engine/checkin.rs`): broken or expired connections are closed; dirty
 //! ones (`needs_reset`), or any when an `after_release` hook runs, are reset
 //! in a spawned task before anyone can get them; clean ones are delivered
 //! inline.
@@ -119,6 +130,10 @@
 //! `before_acquire` sends checkouts to the slow path and `after_release`
 //! returns through a task only when the hooks say they use them
 //! (`Hooks::uses_before_acquire`, `Hooks::uses_after_release`).
+//!
+//! **Suspension** (`suspend.rs`, `engine/lifecycle.rs`): while suspended,
+//! nothing is handed out or opened; a connection a waiter gets is *shelved*
+//! (marked idle) until `resume`.
 //!
 //! **Counts** are kept per slot (`slots.rs`): each slot is in one state,
 //! so every census satisfies `total == idle + in_use + opening <= max_size`,
@@ -385,5 +400,25 @@ impl<M: ManageConnection> Drop for Engine<M> {
     fn drop(&mut self) {
         // The sweeper holds only a `Weak`: wake it so it sees the pool gone.
         self.sweeper.wake();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// The module doc above and `docs/engine.md` (the public `design`
+    /// page) are one text: a change to either must be made to both.
+    #[test]
+    fn the_module_doc_is_the_design_page() {
+        let source = include_str!("mod.rs");
+        let doc: String = source
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| {
+                let l = l.strip_prefix("//!").unwrap_or(l);
+                let l = l.strip_prefix(' ').unwrap_or(l);
+                format!("{l}\n")
+            })
+            .collect();
+        assert_eq!(doc, include_str!("../../docs/engine.md"));
     }
 }

@@ -50,7 +50,7 @@ impl<M: ManageConnection> Engine<M> {
     }
 
     /// Takes a clean returned connection back into the idle set while
-    /// nobody waits: parked in place and remembered by this thread, or, if
+    /// nobody waits: parked in place and added to this thread's list, or, if
     /// callers queued or the pool closed or shrank meanwhile, delivered.
     /// `Some(index)` when parked: the caller ends the park with
     /// [`publish`](crate::slots::publish) as its last touch of the pool,

@@ -1,11 +1,12 @@
 //! Connections parked in their own slot: the slot half of thread affinity
-//! (the thread half, which remembers them, is `affinity.rs`).
+//! (the thread half, each thread's list of the slots it parked, is
+//! `affinity.rs`).
 //!
 //! A clean connection returned while nobody waits may stay in its slot,
 //! off the idle stack, its state set to [`State::Parked`]. Such a slot is
 //! owned by nobody: whoever compares-and-swaps its state from `Parked` to
 //! something else owns it, connection included. The returning thread
-//! remembers the index and its next checkout claims it back with that one
+//! lists the index and its next checkout claims it back with that one
 //! CAS on the slot's own cache line, never touching the idle stack's head
 //! word that every other thread writes. Anyone else may claim it the same
 //! way: a caller about to queue, `try_get`, the housekeeper's sweep,
@@ -20,7 +21,7 @@
 //! reads that store, so the claimer sees them; a failed CAS touches
 //! nothing. Stack slots are marked `Idle` and in-use ones `InUse`, never
 //! `Parked`, so a claim can only take a parked slot, whatever stale index
-//! a thread remembers.
+//! a thread's list holds.
 //!
 //! # Parking against queuing (a Dekker race)
 //!
@@ -215,9 +216,9 @@ impl<C> Slots<C> {
     /// caller's to release.
     pub(crate) fn take_all_idle(&self) -> (Vec<Occupied<C>>, usize) {
         let mut taken: Vec<_> = self.take_idle().collect();
-        let (cached, counts) = self.take_parked();
-        if !cached.is_empty() {
-            taken.extend(cached);
+        let (parked, counts) = self.take_parked();
+        if !parked.is_empty() {
+            taken.extend(parked);
             // Stable: the stack's own order is kept among equals.
             taken.sort_by_key(|h| std::cmp::Reverse(h.entry.last_used));
         }

@@ -107,7 +107,7 @@ impl<'a, T, H: WaitHost<T>> Waiter<'a, T, H> {
                 q.armed = node.deadline;
             }
             // Relaxed: the waiter's write in the store-buffering protocol
-            // (see `Connector` in `connector.rs`); the SeqCst fence that
+            // (see `Connector` in `engine/connect.rs`); the SeqCst fence that
             // `request_connections` starts with, reached through `queued`
             // below, orders it before the connector count is read, so
             // either this waiter sees a connector leaving or that connector
