@@ -218,12 +218,10 @@ impl<M: ManageConnection> Engine<M> {
         if self.config.leak_detection_threshold().is_none() {
             leak.release();
         } else {
-            let reported = if self.config.leak_detection_backtrace() {
-                leak.release();
-                leak.returned()
-            } else {
-                leak.release_tracked()
-            };
+            let reported = leak.release_tracked();
+            if self.config.leak_detection_backtrace() {
+                leak.returned();
+            }
             if reported {
                 tracing::info!(
                     pool = self.config.name(),

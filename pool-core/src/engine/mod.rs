@@ -383,15 +383,23 @@ impl<M: ManageConnection> Engine<M> {
         self.stats.leaked();
         #[cfg(feature = "metrics")]
         self.export.leaked();
-        let Leak { held, site, frames } = leak;
+        let Leak {
+            held, site, frames, ..
+        } = leak;
+        let (intro, frames) = match &frames {
+            Some(f) if f.own => ("; acquired at:", f.text.as_str()),
+            Some(f) => (
+                "; a sampled checkout from the same site was acquired at:",
+                f.text.as_str(),
+            ),
+            None => ("", ""),
+        };
         tracing::warn!(
             pool = self.config.name(),
             held_ms = held.as_millis() as u64,
             threshold_ms = threshold.as_millis() as u64,
             site = %site,
-            "connection held past the leak detection threshold; taken at {site}{}{}",
-            if frames.is_some() { "; acquired at:" } else { "" },
-            frames.as_deref().unwrap_or(""),
+            "connection held past the leak detection threshold; taken at {site}{intro}{frames}",
         );
     }
 }

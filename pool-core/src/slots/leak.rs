@@ -18,27 +18,35 @@
 //!   names: the scan marks a checkout reported by tagging the low bit of its
 //!   site pointer (a CAS), and the return swaps the pointer out instead of
 //!   storing over it, to see the tag. A few instructions per checkout.
-//! * With the backtrace (the default), checkout also stores an
-//!   *unresolved* backtrace (frame addresses only) under a per-slot lock;
-//!   the housekeeper resolves it (symbols, files, lines: the expensive
-//!   part) only when it reports. Capturing it unwinds the stack (DWARF
-//!   unwind tables), a few microseconds per checkout (3 to 5 us measured
-//!   for an uncontended `get()` + drop on x86-64, against about 0.25 us
-//!   without it). It grows with stack depth, so the walk stops after
+//! * With the backtrace (the default), the same tagging finds and reports
+//!   the leak, and the report also shows the async calls that led to the
+//!   `get()`. Capturing a backtrace unwinds the stack (DWARF unwind
+//!   tables), a few microseconds (3 to 5 us measured for an uncontended
+//!   `get()` + drop on x86-64), so it is *sampled*: each thread captures
+//!   the first checkout it makes at each call site and then one in
+//!   [`SAMPLE_EVERY`] of that site's checkouts ([`Sampler`]). A captured
+//!   backtrace is kept, *unresolved* (frame addresses only), in the slot
+//!   for that checkout and as its site's latest, process-wide; the housekeeper resolves it (symbols, files, lines:
+//!   the expensive part) only when it reports. A leaked checkout that was
+//!   captured is reported with its own backtrace; one that was not, with
+//!   its site's latest, marked as such: the `get()` line is the same, the
+//!   async path that led to it may differ (a site reached from two
+//!   callers shows the one sampled last). The walk stops after
 //!   `MAX_FRAMES` frames.
 //!
 //! The holder record is made of `std` atomics, not the loom shim's: it is
 //! diagnostics that no decision of the pool reads, like the statistics
 //! (see `sync::stat`).
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backtrace::{Backtrace, BacktraceFrame};
-
-use std::sync::Mutex;
 
 use crate::clock::Stamp;
 use crate::sync::lock_std as lock;
@@ -51,23 +59,25 @@ const REPORTED: usize = 1;
 const _: () = assert!(std::mem::align_of::<Location<'static>>() > REPORTED);
 
 /// Per-slot record of the checkout in progress: its site and time, and,
-/// with backtraces on, the backtrace.
+/// when this checkout was sampled, its backtrace.
 #[derive(Debug)]
 pub(crate) struct LeakSlot {
     /// The caller of `get()` while the connection is held; null otherwise.
-    /// Its low bit is [`REPORTED`] once site-only leak detection reported
-    /// this checkout.
+    /// Its low bit is [`REPORTED`] once the scan reported this checkout.
     site: AtomicPtr<Location<'static>>,
     /// When the checkout was taken (stamp nanos); meaningful while `site`
     /// is not null.
     taken_at: AtomicU64,
-    /// With backtraces on: one lock guards the whole backtrace record, so
-    /// a scan and a return (or the next checkout) cannot interleave: a scan
-    /// never pairs one checkout's hold time with the next one's backtrace,
-    /// and a return logs "leaked connection returned" exactly when that
-    /// checkout was reported. Taken once per checkout and once per return;
-    /// the backtrace is captured before it and resolved after it.
+    /// The backtrace of the checkout in progress, when it was sampled,
+    /// with the checkout's time (a scan uses it only for the checkout it
+    /// found, by that time). Locked only by a sampled checkout, its return
+    /// and a scan that reports; the backtrace is captured before the lock
+    /// and resolved after it.
     checkout: Mutex<Option<Checkout>>,
+    /// Whether `checkout` holds a record: the return takes the lock only
+    /// then. Written by the slot's owner (the checkout that samples, its
+    /// return) with Relaxed stores the owner itself reads back.
+    traced: AtomicBool,
 }
 
 impl Default for LeakSlot {
@@ -76,27 +86,124 @@ impl Default for LeakSlot {
             site: AtomicPtr::new(ptr::null_mut()),
             taken_at: AtomicU64::new(0),
             checkout: Mutex::new(None),
+            traced: AtomicBool::new(false),
         }
     }
 }
 
-/// The checkout a slot is tracking, with backtraces on.
+/// A sampled checkout's backtrace, in its slot.
 #[derive(Debug)]
 struct Checkout {
-    taken_at: Stamp,
-    site: &'static Location<'static>,
+    /// The checkout's time (stamp nanos), which names the checkout.
+    taken_at: u64,
     /// Unresolved: frame addresses only.
-    backtrace: Backtrace,
-    /// Set once this checkout was reported.
-    reported: bool,
+    backtrace: Arc<Backtrace>,
 }
 
 /// A leak the scan found.
 pub(crate) struct Leak {
     pub(crate) held: Duration,
     pub(crate) site: &'static Location<'static>,
+    /// The checkout's time (stamp nanos), which names it.
+    taken_at: u64,
     /// The resolved application frames, with backtraces on.
-    pub(crate) frames: Option<String>,
+    pub(crate) frames: Option<Frames>,
+}
+
+/// The frames a leak report shows.
+pub(crate) struct Frames {
+    /// The application frames, one per line.
+    pub(crate) text: String,
+    /// Whether they are this checkout's own, or its site's latest sampled
+    /// checkout's (see the module docs).
+    pub(crate) own: bool,
+}
+
+/// How many of a call site's checkouts on one thread pass between two
+/// captured backtraces (the first is always captured).
+pub(crate) const SAMPLE_EVERY: u32 = 64;
+
+/// How many call sites each thread counts checkouts for; a thread that
+/// checks out from more sites in turn forgets the oldest, and captures
+/// its next checkout as a first one.
+const SITES_PER_THREAD: usize = 16;
+
+/// One thread's countdown to its next captured backtrace, per call site:
+/// a few plain compares on the thread's own cache line per checkout.
+pub(crate) struct Sampler {
+    sites: [Cell<usize>; SITES_PER_THREAD],
+    left: [Cell<u32>; SITES_PER_THREAD],
+    /// The entry the next new site replaces (round robin).
+    next: Cell<usize>,
+}
+
+impl Sampler {
+    const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const NONE: Cell<usize> = Cell::new(0);
+        #[allow(clippy::declare_interior_mutable_const)]
+        const ZERO: Cell<u32> = Cell::new(0);
+        Self {
+            sites: [NONE; SITES_PER_THREAD],
+            left: [ZERO; SITES_PER_THREAD],
+            next: Cell::new(0),
+        }
+    }
+
+    /// Whether this checkout at `site` (its address) is captured: the
+    /// first at a site new to this thread, then one in [`SAMPLE_EVERY`].
+    #[inline]
+    fn due(&self, site: usize) -> bool {
+        for (s, left) in self.sites.iter().zip(&self.left) {
+            if s.get() == site {
+                let n = left.get() - 1;
+                if n == 0 {
+                    left.set(SAMPLE_EVERY);
+                    return true;
+                }
+                left.set(n);
+                return false;
+            }
+        }
+        let i = self.next.get();
+        self.sites[i].set(site);
+        self.left[i].set(SAMPLE_EVERY);
+        self.next.set((i + 1) % SITES_PER_THREAD);
+        true
+    }
+}
+
+std::thread_local! {
+    static SAMPLER: Sampler = const { Sampler::new() };
+}
+
+/// Whether the checkout this thread makes now at `site` captures its
+/// backtrace (see [`Sampler`]); `true` when the thread's storage is gone.
+#[inline]
+pub(crate) fn sample_due(site: &'static Location<'static>) -> bool {
+    let site = ptr::from_ref(site).addr();
+    SAMPLER.try_with(|s| s.due(site)).unwrap_or(true)
+}
+
+/// The latest sampled backtrace of each call site, process-wide (the
+/// sampler's countdowns are per thread, not per pool, so the trace a site
+/// left through one pool serves a report through another): what a report
+/// shows for a leaked checkout that was not sampled itself. Written once
+/// per sampled checkout, read by reports; one entry per call site of the
+/// program at most.
+static SITE_TRACES: Mutex<Option<HashMap<usize, Arc<Backtrace>>>> = Mutex::new(None);
+
+fn store_site_trace(site: &'static Location<'static>, trace: Arc<Backtrace>) {
+    lock(&SITE_TRACES)
+        .get_or_insert_with(HashMap::new)
+        .insert(ptr::from_ref(site).addr(), trace);
+}
+
+fn latest_site_trace(site: &'static Location<'static>) -> Option<Arc<Backtrace>> {
+    lock(&SITE_TRACES)
+        .as_ref()?
+        .get(&ptr::from_ref(site).addr())
+        .cloned()
 }
 
 fn as_ptr(site: &'static Location<'static>) -> *mut Location<'static> {
@@ -195,51 +302,78 @@ impl LeakSlot {
         Some(Leak {
             held,
             site: site_of(p)?,
+            taken_at,
             frames: None,
         })
     }
 
-    /// Records a checkout's backtrace (leak detection on, with backtraces).
+    /// Samples a checkout's backtrace (leak detection on, with
+    /// backtraces): when [`sample_due`], captures it into this slot and as
+    /// its site's latest (process-wide).
+    #[inline]
     pub(crate) fn taken(&self, site: &'static Location<'static>, now: Stamp) {
+        if sample_due(site) {
+            self.trace(site, now);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace(&self, site: &'static Location<'static>, now: Stamp) {
+        let backtrace = Arc::new(capture());
+        store_site_trace(site, backtrace.clone());
         let checkout = Checkout {
-            taken_at: now,
-            site,
-            backtrace: capture(),
-            reported: false,
+            taken_at: now.nanos(),
+            backtrace,
         };
         let previous = lock(&self.checkout).replace(checkout);
         // A slot's checkout always ends in `returned` before the next one.
         debug_assert!(previous.is_none(), "checkout recorded twice");
+        // Relaxed: read back by this slot's owner (its return).
+        self.traced.store(true, Ordering::Relaxed);
     }
 
-    /// Records a return (with backtraces); says whether it was reported.
-    pub(crate) fn returned(&self) -> bool {
-        let checkout = lock(&self.checkout).take();
-        // The backtrace is freed here, outside the lock.
-        checkout.is_some_and(|c| c.reported)
+    /// Drops a sampled checkout's backtrace at its return (with
+    /// backtraces); nothing when this checkout was not sampled.
+    #[inline]
+    pub(crate) fn returned(&self) {
+        // Relaxed: written by this slot's owner, which is the caller.
+        if self.traced.load(Ordering::Relaxed) {
+            self.traced.store(false, Ordering::Relaxed);
+            let checkout = lock(&self.checkout).take();
+            // The backtrace is freed here, outside the lock.
+            drop(checkout);
+        }
     }
 
-    /// Reports this slot's checkout (with backtraces) if it is past
-    /// `threshold` and was not reported yet: how long it has been held,
-    /// where it was taken, and the application's frames.
+    /// Reports this slot's checkout if it is past `threshold` and was not
+    /// reported yet ([`check_site`](Self::check_site)), with the
+    /// application's frames: this checkout's own when it was sampled, else
+    /// its site's latest.
     pub(crate) fn check(&self, now: Stamp, threshold: Duration) -> Option<Leak> {
-        let (held, site, mut trace) = {
-            let mut guard = lock(&self.checkout);
-            let checkout = guard.as_mut()?;
-            let held = now.since(checkout.taken_at);
-            if held < threshold || checkout.reported {
-                return None;
-            }
-            checkout.reported = true;
-            (held, checkout.site, checkout.backtrace.clone())
+        let mut leak = self.check_site(now, threshold)?;
+        let own = {
+            let guard = lock(&self.checkout);
+            guard
+                .as_ref()
+                .filter(|c| c.taken_at == leak.taken_at)
+                .map(|c| c.backtrace.clone())
         };
-        // Resolving (symbols, files, lines) is the slow part: unlocked.
-        trace.resolve();
-        Some(Leak {
-            held,
-            site,
-            frames: Some(caller_frames(&trace)),
-        })
+        let (trace, is_own) = match own {
+            Some(trace) => (Some(trace), true),
+            None => (latest_site_trace(leak.site), false),
+        };
+        if let Some(trace) = trace {
+            // Resolving (symbols, files, lines) is the slow part: unlocked,
+            // on a copy (the slot's record stays unresolved).
+            let mut trace = (*trace).clone();
+            trace.resolve();
+            leak.frames = Some(Frames {
+                text: caller_frames(&trace),
+                own: is_own,
+            });
+        }
+        Some(leak)
     }
 }
 
@@ -304,7 +438,32 @@ fn caller_frames(trace: &Backtrace) -> String {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::is_internal;
+    use super::{is_internal, Sampler, SAMPLE_EVERY, SITES_PER_THREAD};
+
+    #[test]
+    fn each_site_is_sampled_first_then_one_in_n() {
+        let s = Sampler::new();
+        let at: Vec<u32> = (0..2 * SAMPLE_EVERY).filter(|_| s.due(8)).collect();
+        assert_eq!(at, [0, SAMPLE_EVERY], "the first, then one in SAMPLE_EVERY");
+        // Another site starts with its own first capture.
+        assert!(s.due(16));
+        assert!(!s.due(16));
+        assert!(
+            s.due(8),
+            "the first site's countdown went on: its checkout 2 x SAMPLE_EVERY is captured"
+        );
+    }
+
+    #[test]
+    fn a_thread_with_more_sites_forgets_the_oldest() {
+        let s = Sampler::new();
+        for site in 1..=SITES_PER_THREAD {
+            assert!(s.due(site * 8), "first checkout at a new site");
+        }
+        assert!(!s.due(8), "still counted");
+        assert!(s.due(1000 * 8), "one site more");
+        assert!(s.due(8), "the oldest was forgotten: a first checkout again");
+    }
 
     #[test]
     fn application_frames_are_told_from_the_machinery() {

@@ -198,3 +198,33 @@ async fn with_leak_detection_off_nothing_is_reported() {
     assert!(logs.records_with(REPORT).is_empty(), "{}", logs.text());
     assert_eq!(pool.metrics().leak_count, 0);
 }
+
+/// A leaked checkout that was not itself sampled (the site's 2nd..63rd on
+/// this thread) is reported with its site's latest sampled backtrace, and
+/// the report says so.
+#[tokio::test(start_paused = true)]
+async fn an_unsampled_leak_shows_its_sites_sampled_backtrace() {
+    let (logs, _guard) = capture();
+    let mock = Mock::default();
+    let pool = leaky_pool(&mock, Some(Duration::from_millis(100)));
+    // The first checkout at this site on this thread is sampled; the
+    // next ones are not (one in 64 is).
+    for _ in 0..3 {
+        drop(checkout_in_forgetful_report_handler(&pool).await);
+    }
+    let conn = checkout_in_forgetful_report_handler(&pool).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reports = logs.records_with(REPORT);
+    assert_eq!(reports.len(), 1, "{}", logs.text());
+    let report = &reports[0];
+    assert!(
+        report.contains("a sampled checkout from the same site was acquired at:"),
+        "not marked as the site's sampled backtrace:\n{report}"
+    );
+    assert!(
+        report.contains("checkout_in_forgetful_report_handler"),
+        "the sampled backtrace does not name the acquiring function:\n{report}"
+    );
+    drop(conn);
+    assert_eq!(logs.records_with(RETURNED).len(), 1, "{}", logs.text());
+}
