@@ -1,8 +1,9 @@
 //! S6: what the hot-path options cost. Ours only: S1 and one S2 point with
 //! the metrics export on (a Prometheus recorder installed when the pool is
 //! built, so its handles are live) or off (no recorder: the handles are
-//! no-ops), and leak detection on (threshold 60 s: a backtrace captured per
-//! checkout, never reported) or off.
+//! no-ops), and leak detection on (threshold 60 s, backtraces on: the
+//! first checkout per call site and thread and one in 64 after it capture
+//! a backtrace; never reported) or off.
 
 use std::time::Duration;
 
