@@ -946,4 +946,216 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn the_control_key_is_stable_and_never_the_ticket_key() {
+        let budget = FleetBudget::new("orders", 4).expect("valid");
+        assert_ne!(budget.control_key(), budget.key());
+        assert_eq!(
+            budget.control_key(),
+            control_key_of("orders", key_of("orders"))
+        );
+        // Equal hashes are pulled apart.
+        assert_eq!(
+            control_key_of("x", control_key_of("x", 0)),
+            !control_key_of("x", 0)
+        );
+        assert_eq!(as_oid(-1), 4_294_967_295);
+        assert_eq!(as_oid(7), 7);
+    }
+
+    #[test]
+    fn bad_share_settings_are_typed_errors() {
+        let budget = FleetBudget::new("x", 3).expect("valid");
+        assert_eq!(budget.share_interval(), Some(DEFAULT_SHARE_INTERVAL));
+        assert_eq!(
+            budget.clone().with_share_interval(Some(Duration::ZERO)),
+            Err(FleetBudgetConfigError::ZeroShareInterval)
+        );
+        let off = budget.clone().with_share_interval(None).expect("off");
+        assert!(FleetShare::new(&off).is_none());
+        assert!(FleetShare::new(&budget).is_some());
+        // The managers' setters, in either order.
+        assert_eq!(
+            set_share_interval(None, Some(Duration::from_secs(1))),
+            Err(FleetBudgetConfigError::ShareIntervalWithoutBudget)
+        );
+        let early = Some(set_share_interval(None, None));
+        assert_eq!(
+            set_budget(early, "x", 3),
+            Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget))
+        );
+        let late = set_share_interval(set_budget(None, "x", 3), Some(Duration::from_millis(5)));
+        assert_eq!(
+            late.map(|b| b.share_interval()),
+            Ok(Some(Duration::from_millis(5)))
+        );
+        assert_eq!(
+            set_share_interval(set_budget(None, "", 3), None),
+            Err(FleetBudgetConfigError::EmptyName)
+        );
+        assert!(share_of(Some(&Err(FleetBudgetConfigError::ZeroTotal))).is_none());
+        for e in [
+            FleetBudgetConfigError::ZeroShareInterval,
+            FleetBudgetConfigError::ShareIntervalWithoutBudget,
+        ] {
+            let text = e.to_string();
+            assert!(
+                text.contains("fleet budget") && text.contains("interval"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn shares_round_down_and_the_remainder_is_nobodys() {
+        assert_eq!(fair_share(20, 5), 4);
+        assert_eq!(fair_share(20, 3), 6);
+        assert_eq!(fair_share(20, 1), 20);
+        assert_eq!(fair_share(20, 0), 20);
+        assert_eq!(fair_share(3, 4), 0);
+    }
+
+    #[test]
+    fn the_recheck_decides_want_and_give_back() {
+        // Alone: the whole budget, nothing to give back.
+        assert_eq!(
+            decide(20, 1, 20, false, false),
+            Decision {
+                share: 20,
+                give_back: 0,
+                want: false
+            }
+        );
+        // Five instances, one new and refused: it wants...
+        assert_eq!(
+            decide(20, 5, 0, false, true),
+            Decision {
+                share: 4,
+                give_back: 0,
+                want: true
+            }
+        );
+        // ...and each old one at 5 gives one back, only while it wants.
+        assert_eq!(decide(20, 5, 5, true, false).give_back, 1);
+        assert_eq!(decide(20, 5, 5, false, false).give_back, 0);
+        // At its share an instance neither wants nor gives back.
+        assert_eq!(
+            decide(20, 5, 4, true, true),
+            Decision {
+                share: 4,
+                give_back: 0,
+                want: false
+            }
+        );
+        // Below its share but not refused lately (no demand): no want.
+        assert!(!decide(20, 5, 1, false, false).want);
+    }
+
+    #[test]
+    fn claims_borrow_politely_and_accounting_counts_each_connection_once() {
+        let budget = FleetBudget::new("a", 4).expect("valid");
+        let share = FleetShare::new(&budget).expect("on");
+        // Before the first count the share is the whole budget.
+        let claim = share.admit().expect("admitted");
+        assert!(!claim.borrowing);
+        let sql = share.claim_sql(claim);
+        assert!(!sql.contains('$') && !sql.contains("CASE"), "{sql}");
+        assert!(
+            sql.contains("pg_try_advisory_lock((-468965076)::int4, t)"),
+            "{sql}"
+        );
+
+        let seats: Vec<FleetSeat> = (0..3).map(|_| share.seat()).collect();
+        assert_eq!(share.view().held, 3);
+        // A count of 2 instances: share 2, this one borrows one.
+        share.share.store(2, Ordering::Relaxed);
+        let claim = share.admit().expect("nobody wants");
+        assert!(claim.borrowing);
+        let sql = share.claim_sql(claim);
+        assert!(
+            sql.contains("CASE WHEN EXISTS") && sql.contains("ELSE pg_try_advisory_lock"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(&as_oid(budget.control_key()).to_string()),
+            "{sql}"
+        );
+        // Another wants: no connect, and one connection to give back.
+        share.others_want.store(true, Ordering::Relaxed);
+        assert_eq!(share.admit(), Err(budget.exhausted()));
+        share.give_back.store(1, Ordering::Relaxed);
+        assert!(seats[0].give_back());
+        assert!(!seats[1].give_back(), "only the excess");
+        drop(seats);
+        assert_eq!(share.view().held, 0);
+
+        // Counted by closes (sqlx): a connection given back counts out at
+        // once, and its close does not count it again.
+        share.note_claimed();
+        share.note_claimed();
+        share.give_back.store(1, Ordering::Relaxed);
+        assert!(share.give_back_counted());
+        assert!(!share.give_back_counted());
+        assert_eq!(share.view().held, 1);
+        share.note_closed();
+        assert_eq!(share.view().held, 1);
+        share.note_closed();
+        assert_eq!(share.view().held, 0);
+        share.note_closed();
+        assert_eq!(share.view().held, 0, "never below zero");
+
+        // A refused claim under the share signals; a borrowing one does not.
+        share.refused(Claim { borrowing: true });
+        assert!(!share.refused.load(Ordering::Relaxed));
+        share.refused(Claim { borrowing: false });
+        assert!(share.refused.load(Ordering::Relaxed));
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Shares never add up past the budget, and the remainder is
+            /// less than one per instance.
+            #[test]
+            fn shares_fit_the_budget(total in 1_u32..100_000, members in 1_u32..2_000) {
+                let share = fair_share(total, members);
+                let given = u64::from(share) * u64::from(members);
+                prop_assert!(given <= u64::from(total));
+                prop_assert!(u64::from(total) - given < u64::from(members));
+            }
+
+            /// Once every other instance has given back what the recheck
+            /// told it to, an instance below its share finds at least its
+            /// share free (the guarantee), whatever the others held.
+            #[test]
+            fn giving_back_frees_the_share_of_the_one_that_wants(
+                total in 1_u32..400,
+                others in proptest::collection::vec(0_u32..400, 1..12),
+            ) {
+                let members = u32::try_from(others.len()).unwrap_or(u32::MAX) + 1;
+                let share = fair_share(total, members);
+                // What the others hold fits the budget; the newcomer holds 0.
+                let mut left = total;
+                let held: Vec<u32> = others.iter().map(|&h| { let h = h.min(left); left -= h; h }).collect();
+                let want = decide(total, members, 0, false, true).want;
+                prop_assert_eq!(want, share > 0);
+                let after: u32 = held
+                    .iter()
+                    .map(|&h| h - decide(total, members, h, want, false).give_back)
+                    .sum();
+                if want {
+                    prop_assert!(total - after >= share);
+                }
+                // Nobody gives back below its share, nor while nobody wants.
+                for &h in &held {
+                    let d = decide(total, members, h, want, false);
+                    prop_assert!(h - d.give_back >= h.min(share));
+                    prop_assert!(want || d.give_back == 0);
+                }
+            }
+        }
+    }
 }
