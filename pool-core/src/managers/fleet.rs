@@ -467,7 +467,9 @@ mod control {
 
     /// A driver's connection used as the fair share's control session.
     /// Public in a private module: nameable only inside the crate, yet
-    /// usable in the sealed sqlx driver trait.
+    /// usable in the sealed sqlx driver trait (without a sqlx feature
+    /// nothing outside the crate could reach it anyway).
+    #[allow(unreachable_pub)]
     pub trait ControlSession: Send {
         /// Runs one statement of literal SQL (one round trip, PostgreSQL's
         /// simple query protocol) and returns its first row's columns, each
@@ -505,6 +507,10 @@ pub(crate) struct FleetShare {
     held: AtomicU32,
     /// Given back by `has_broken`, not yet closed (managers that count
     /// closes, not seats: `note_closed`).
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
     closing: AtomicU32,
     /// The guaranteed share, as last computed.
     share: AtomicU32,
@@ -627,6 +633,10 @@ impl FleetShare {
     /// A connection counted by [`note_claimed`](Self::note_claimed) closes
     /// (one given back by [`give_back_counted`](Self::give_back_counted)
     /// was counted out already).
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
     pub(crate) fn note_closed(&self) {
         let closing = self
             .closing
@@ -663,6 +673,10 @@ impl FleetShare {
     /// [`take_give_back`](Self::take_give_back) for a manager that counts
     /// closes: the connection given back is counted out now, and its close
     /// later is not counted again.
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
     pub(crate) fn give_back_counted(&self) -> bool {
         if !self.take_give_back() {
             return false;
