@@ -644,3 +644,36 @@ async fn an_instance_alone_borrows_the_whole_budget() {
     .await
     .expect("the test did not finish within its bound");
 }
+
+#[test]
+fn bad_fair_share_settings_fail_validate() {
+    use pool_core::managers::fleet::FleetBudgetConfigError;
+    use pool_core::managers::tokio_postgres::PgConfigError;
+    let manager = || PostgresManager::new(tokio_postgres::Config::new(), NoTls);
+    let zero = manager()
+        .fleet_budget("api", 3)
+        .fleet_share_interval(Some(Duration::ZERO));
+    assert!(matches!(
+        zero.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ZeroShareInterval
+        ))
+    ));
+    let early = manager().fleet_share_interval(None).fleet_budget("api", 3);
+    assert!(matches!(
+        early.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ShareIntervalWithoutBudget
+        ))
+    ));
+    let off = manager().fleet_budget("api", 3).fleet_share_interval(None);
+    assert!(off.validate().is_ok() && off.fleet_share().is_none());
+    let view = manager()
+        .fleet_budget("api", 3)
+        .fleet_share()
+        .expect("on by default");
+    assert_eq!(
+        (view.members, view.share, view.held, view.wanting),
+        (0, 3, 0, false)
+    );
+}

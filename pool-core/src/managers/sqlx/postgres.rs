@@ -375,6 +375,41 @@ mod tests {
     }
 
     #[test]
+    fn bad_fair_share_settings_fail_validate_and_clones_share_one_instance() {
+        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        let zero = manager
+            .clone()
+            .fleet_budget("api", 3)
+            .fleet_share_interval(Some(std::time::Duration::ZERO));
+        assert_eq!(
+            cause::<FleetBudgetConfigError>(zero.validate()),
+            FleetBudgetConfigError::ZeroShareInterval
+        );
+        assert!(zero.fleet_share().is_none());
+        let early = manager
+            .clone()
+            .fleet_share_interval(None)
+            .fleet_budget("api", 3);
+        assert_eq!(
+            cause::<FleetBudgetConfigError>(early.validate()),
+            FleetBudgetConfigError::ShareIntervalWithoutBudget
+        );
+        let off = manager
+            .clone()
+            .fleet_budget("api", 3)
+            .fleet_share_interval(None);
+        assert!(off.validate().is_ok() && off.fleet_share().is_none());
+        let on = manager.fleet_budget("api", 3);
+        let view = on.fleet_share().expect("on by default");
+        assert_eq!((view.members, view.share, view.held), (0, 3, 0));
+        let clone = on.clone();
+        assert!(std::ptr::eq(
+            on.share.as_deref().expect("on"),
+            clone.share.as_deref().expect("on")
+        ));
+    }
+
+    #[test]
     fn a_fleet_budget_is_refused_behind_a_transaction_pooler_either_way_round() {
         let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
         let first = manager
