@@ -701,7 +701,12 @@ impl FleetShare {
             self.running.store(false, Ordering::Relaxed);
             return;
         };
+        // The guard goes into the task's future, so that a future dropped
+        // before its first poll (a runtime shutting down) clears the flag
+        // too.
+        let running = Running(Arc::downgrade(self));
         runtime.spawn(control(
+            running,
             Arc::downgrade(self),
             Arc::clone(&self.wake),
             open(),
@@ -840,6 +845,20 @@ impl Drop for FleetSeat {
     }
 }
 
+/// Clears `running` however the control task ends (a runtime shutting
+/// down drops it mid-await, or before it ever ran), so the next connect
+/// starts another.
+struct Running(Weak<FleetShare>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(share) = self.0.upgrade() {
+            share.forget();
+            share.running.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
 struct Control {
     session: Box<dyn ControlSession>,
     wanting: bool,
@@ -848,19 +867,7 @@ struct Control {
 /// The control task: opens the session, rechecks every interval (or at
 /// once when woken by a refusal), and ends when the instance's state is
 /// dropped, closing the session (which releases its locks).
-async fn control(share: Weak<FleetShare>, wake: Arc<Notify>, open: OpenControl) {
-    /// Clears `running` however the task ends (a runtime shutting down
-    /// drops it mid-await), so the next connect starts another.
-    struct Running(Weak<FleetShare>);
-    impl Drop for Running {
-        fn drop(&mut self) {
-            if let Some(share) = self.0.upgrade() {
-                share.forget();
-                share.running.store(false, Ordering::Relaxed);
-            }
-        }
-    }
-    let _running = Running(share.clone());
+async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, open: OpenControl) {
     let mut session: Option<Control> = None;
     let mut last_refused = None;
     loop {
@@ -1124,6 +1131,99 @@ mod tests {
         assert!(!share.refused.load(Ordering::Relaxed));
         share.refused(Claim { borrowing: false });
         assert!(share.refused.load(Ordering::Relaxed));
+    }
+
+    /// A control session that answers from a script: members and others
+    /// wanting, set by the test, and a log of the lock statements.
+    #[derive(Clone, Default)]
+    struct Scripted(Arc<std::sync::Mutex<(i64, i64, Vec<String>)>>);
+
+    impl ControlSession for Scripted {
+        fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, BoxError>> {
+            Box::pin(async move {
+                let mut state = self.0.lock().map_err(|_| "poisoned")?;
+                if sql.contains("count(*)") {
+                    return Ok(vec![state.0, state.1]);
+                }
+                state.2.push(sql.to_owned());
+                Ok(vec![42, 1])
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_control_task_wants_when_refused_and_gives_back_when_others_want() {
+        let budget = FleetBudget::new("ctl", 20)
+            .and_then(|b| b.with_share_interval(Some(Duration::from_millis(10))))
+            .expect("valid");
+        let share = FleetShare::new(&budget).expect("on");
+        let script = Scripted::default();
+        script.0.lock().expect("lock").0 = 5;
+        let opened = script.clone();
+        share.start_control(move || {
+            Box::new(move || {
+                let session = opened.clone();
+                Box::pin(async move { Ok(Box::new(session) as Box<dyn ControlSession>) })
+            })
+        });
+        // Bounded polls: 500 × 5 ms.
+        async fn until(what: &str, done: impl Fn() -> bool) {
+            for _ in 0..500 {
+                if done() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("never: {what}");
+        }
+        until("the first count", || share.view().members == 5).await;
+        assert_eq!(share.view().share, 4);
+        assert_eq!(share.control_pid.load(Ordering::Relaxed), 42);
+
+        // Refused below the share: the wanting lock is taken.
+        share.refused(Claim { borrowing: false });
+        until("wanting", || share.view().wanting).await;
+        assert!(script
+            .0
+            .lock()
+            .expect("lock")
+            .2
+            .iter()
+            .any(|q| q.contains("pg_try_advisory_lock") && q.contains("-pg_backend_pid()")));
+        // At its share (and no refusal for three intervals) it lets go.
+        let seats: Vec<FleetSeat> = (0..6).map(|_| share.seat()).collect();
+        until("not wanting", || !share.view().wanting).await;
+        assert!(script
+            .0
+            .lock()
+            .expect("lock")
+            .2
+            .iter()
+            .any(|q| q.contains("pg_advisory_unlock")));
+
+        // Another wants: 6 held, share 4, two to give back, and no
+        // borrowing connect meanwhile.
+        script.0.lock().expect("lock").1 = 1;
+        until("a give-back", || {
+            share.give_back.load(Ordering::Relaxed) == 2
+        })
+        .await;
+        assert!(share.admit().is_err());
+        assert!(seats[0].give_back() && seats[1].give_back() && !seats[2].give_back());
+        // Nobody wants any more: nothing to give back, borrowing allowed.
+        script.0.lock().expect("lock").1 = 0;
+        until("no give-back", || {
+            !share.others_want.load(Ordering::Relaxed)
+        })
+        .await;
+        assert_eq!(share.give_back.load(Ordering::Relaxed), 0);
+        assert!(share.admit().is_ok());
+        drop(seats);
+
+        // Dropping the state ends the task, which drops its session (and
+        // its opener): only the test's handle on the script is left.
+        drop(share);
+        until("the task's end", || Arc::strong_count(&script.0) == 1).await;
     }
 
     mod props {
