@@ -50,7 +50,8 @@
 //! lock) until it reaches its share or has had no refusal for three
 //! intervals. While any instance wants, an instance at or above its share
 //! claims no more tickets (it refuses before connecting, and its claim
-//! query checks for wanting locks itself, against a stale view), and one
+//! query also looks for wanting locks in `pg_locks`, in case its own
+//! view is one interval old), and one
 //! above its share gives the excess back: that many of its connections
 //! are closed when they next come back to the pool, or are next checked
 //! out idle (the manager's `has_broken` says `true` for them, counted as
