@@ -74,6 +74,17 @@
 //! for wanting; they never meet tickets, which live under the other first
 //! key.
 
+// Without a PostgreSQL manager nothing in the crate uses the fair share's
+// machinery (its unit tests still do).
+#![cfg_attr(
+    not(any(
+        feature = "tokio-postgres",
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres"
+    )),
+    allow(dead_code)
+)]
+
 use std::error::Error;
 use std::fmt;
 use std::future::Future;
@@ -620,6 +631,7 @@ impl FleetShare {
     }
 
     /// A claim took its ticket: counted until the returned seat drops.
+    #[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
     pub(crate) fn seat(self: &Arc<Self>) -> FleetSeat {
         self.note_claimed();
         FleetSeat(Arc::clone(self))
@@ -822,10 +834,12 @@ const THIS_DATABASE: &str =
     "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
 /// One ticket counted for its instance; dropped with its connection.
+#[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
 pub(crate) struct FleetSeat(Arc<FleetShare>);
 
 impl FleetSeat {
     /// Whether this connection is to be given back (closed on return).
+    #[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
     pub(crate) fn give_back(&self) -> bool {
         self.0.take_give_back()
     }
