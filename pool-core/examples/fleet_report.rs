@@ -7,13 +7,22 @@
 //!    uneven load, two busy (64 tasks) and two light (4 tasks), first
 //!    sharing a budget of 20 (pools of 16), then with fixed pools of 5
 //!    (the same 20, split evenly): server connections over time and queries
-//!    per second per process.
+//!    per second per process;
+//! 3. **fair share**: a rolling deploy in this process: four instances
+//!    (pools, each with its own manager, pools of 20) under load fill a
+//!    budget of 20, a fifth starts under the same load, and the time until
+//!    it holds its share (`floor(20 / 5) = 4` tickets, read from
+//!    `pg_locks`) is measured, `--runs` times (5 by default), with the
+//!    default share interval (1 s).
 //!
 //! ```text
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
 //!   cargo run --release -p pool-core --features tokio-postgres --example fleet_report -- \
-//!   --connects 500 --seconds 10 --out fleet_report.md
+//!   --connects 500 --seconds 10 --runs 5 --out fleet_report.md
 //! ```
+//!
+//! Server connections are counted without the fair share's control
+//! sessions (one per process, outside the budget).
 //!
 //! Numbers are only meaningful on an otherwise idle machine.
 
@@ -24,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pool_core::managers::fleet::{fair_share, FleetBudget};
 use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::{ManageConnection, Pool, PoolConfig};
 use tokio_postgres::NoTls;
@@ -69,6 +79,8 @@ fn main() -> Result<(), BoxError> {
     for budget in [true, false] {
         runtime.block_on(fleet(&mut report, budget, Duration::from_secs(seconds)))?;
     }
+    let runs = arg("--runs", 5)?;
+    runtime.block_on(rolling(&mut report, runs))?;
     print!("{report}");
     if let Ok(out) = std::env::args()
         .skip_while(|a| a != "--out")
@@ -145,6 +157,7 @@ async fn fleet(report: &mut String, budget: bool, run: Duration) -> Result<(), B
         .connect(NoTls)
         .await?;
     tokio::spawn(connection);
+    let control_oid = oid(FleetBudget::new(&tag, BUDGET)?.control_key());
     let started = Instant::now();
     let mut timeline: BTreeMap<u64, [i64; PROCESSES]> = BTreeMap::new();
     while started.elapsed() < run + Duration::from_millis(500) {
@@ -152,8 +165,10 @@ async fn fleet(report: &mut String, budget: bool, run: Duration) -> Result<(), B
         let rows = admin
             .query(
                 "SELECT application_name, count(*) FROM pg_stat_activity \
-                 WHERE application_name LIKE $1 GROUP BY 1",
-                &[&format!("{tag}-%")],
+                 WHERE application_name LIKE $1 AND pid NOT IN (SELECT pid FROM pg_locks \
+                   WHERE locktype = 'advisory' AND objsubid = 2 AND classid::int8 = $2) \
+                 GROUP BY 1",
+                &[&format!("{tag}-%"), &control_oid],
             )
             .await?;
         let mut counts = [0; PROCESSES];
@@ -260,5 +275,130 @@ async fn child(spec: &str) -> Result<(), BoxError> {
     }
     println!("queries={}", done.load(Ordering::Relaxed));
     pool.close().await;
+    Ok(())
+}
+
+/// An `int4` lock key as `pg_locks` shows it (an oid).
+fn oid(key: i32) -> i64 {
+    i64::from(u32::from_ne_bytes(key.to_ne_bytes()))
+}
+
+/// One instance of the rolling deploy: a pool of its own, under load.
+struct Instance {
+    pool: Pool<PostgresManager<NoTls>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+const ROLL_BUDGET: u32 = 20;
+const ROLL_TASKS: usize = 24;
+
+impl Instance {
+    fn start(url: &str, budget: &str, index: usize) -> Result<Self, BoxError> {
+        let mut pg: tokio_postgres::Config = url.parse()?;
+        pg.application_name(format!("{budget}-{index}"));
+        let manager = PostgresManager::new(pg, NoTls).fleet_budget(budget, ROLL_BUDGET);
+        let config = PoolConfig::builder()
+            .max_size(ROLL_BUDGET)
+            .min_size(0)
+            .acquire_timeout(Duration::from_secs(1))
+            .build()?;
+        let pool = Pool::new_lazy(manager, config);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tasks = (0..ROLL_TASKS)
+            .map(|_| {
+                let (pool, stop) = (pool.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok(conn) = pool.get().await {
+                            let _ = conn.batch_execute("SELECT pg_sleep(0.002)").await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        Ok(Self { pool, stop, tasks })
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        self.pool.close().await;
+    }
+}
+
+/// Polls every 10 ms, for at most 30 s, until `app` holds `want` tickets
+/// of `budget` (all of the budget's when `app` is `None`); the time taken.
+async fn until_held(
+    admin: &tokio_postgres::Client,
+    budget: &FleetBudget,
+    app: Option<&str>,
+    want: i64,
+) -> Result<Duration, BoxError> {
+    let from = Instant::now();
+    while from.elapsed() < Duration::from_secs(30) {
+        let held: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
+                   AND l.classid::int8 = $1 AND ($2::text IS NULL OR a.application_name = $2)",
+                &[&oid(budget.key()), &app],
+            )
+            .await?
+            .get(0);
+        if held >= want {
+            return Ok(from.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("{app:?} did not reach {want} tickets within 30 s").into())
+}
+
+/// The rolling deploy, `runs` times.
+async fn rolling(report: &mut String, runs: u64) -> Result<(), BoxError> {
+    let url = url()?;
+    let (admin, connection) = url
+        .parse::<tokio_postgres::Config>()?
+        .connect(NoTls)
+        .await?;
+    tokio::spawn(connection);
+    let share = fair_share(ROLL_BUDGET, 5);
+    let mut times = Vec::new();
+    for run in 0..runs {
+        let name = format!("fleet_report_roll_{}_{run}", std::process::id());
+        let budget = FleetBudget::new(&name, ROLL_BUDGET)?;
+        let old = (0..4)
+            .map(|i| Instance::start(&url, &name, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        until_held(&admin, &budget, None, i64::from(ROLL_BUDGET)).await?;
+        // Full load for a moment before the deploy.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let late = Instance::start(&url, &name, 4)?;
+        let app = format!("{name}-4");
+        times.push(until_held(&admin, &budget, Some(&app), i64::from(share)).await?);
+        late.stop().await;
+        for instance in old {
+            instance.stop().await;
+        }
+    }
+    let mut sorted = times.clone();
+    sorted.sort();
+    writeln!(
+        report,
+        "## Fair share: a late instance under full load\n\n\
+         Four instances (pools of {ROLL_BUDGET}, {ROLL_TASKS} tasks each, in this process) \
+         hold a budget of {ROLL_BUDGET}; a fifth starts with the same load. Time until it \
+         holds its share of {share} (share interval 1 s), {runs} runs:\n"
+    )?;
+    writeln!(report, "| min | median | max | runs |\n|---|---|---|---|")?;
+    if let (Some(min), Some(max)) = (sorted.first(), sorted.last()) {
+        let median = sorted[sorted.len() / 2];
+        writeln!(
+            report,
+            "| {min:.2?} | {median:.2?} | {max:.2?} | {times:.2?} |\n"
+        )?;
+    }
     Ok(())
 }

@@ -23,10 +23,77 @@
 //! (`bigint`) advisory locks live in a separate space and never collide.
 //! Pick distinct, descriptive names; [`FleetBudget::key`] shows the key so
 //! a deployment can check.
+//!
+//! # Fair share
+//!
+//! Without more, the first processes to connect keep the budget: one that
+//! starts after the others filled it (a rolling deploy under load) waits
+//! until one of their connections retires. With fair share (on by
+//! default, [`FleetBudget::with_share_interval`]) each of the `N` live
+//! instances of a budget is guaranteed `floor(total / N)` tickets
+//! ([`fair_share`]); the remainder, `total % N`, and whatever an instance
+//! leaves unused go to whoever claims them first (borrowing), so one
+//! instance alone can hold the whole budget.
+//!
+//! An instance is one manager value (a sqlx manager and its clones count
+//! as one). Each holds a small control session of its own, opened by its
+//! first connect and outside the budget, on which it holds the two-key
+//! advisory lock `(control key, pid)`; `N` is the count of those locks in
+//! `pg_locks`. The server drops the lock with the session, so a crashed
+//! or killed instance stops counting once the server notices, exactly as
+//! its tickets come back. No table or other server object is created.
+//!
+//! Every `share_interval` (1 s by default) the control session reads `N`
+//! and who is wanting, one query on `pg_locks`; nothing is read on a
+//! checkout or a return. An instance below its share whose connect found
+//! no ticket signals need by holding `(control key, -pid)` (a "wanting"
+//! lock) until it reaches its share or has had no refusal for three
+//! intervals. While any instance wants, an instance at or above its share
+//! claims no more tickets (it refuses before connecting, and its claim
+//! query also looks for wanting locks in `pg_locks`, in case its own
+//! view is one interval old), and one
+//! above its share gives the excess back: that many of its connections
+//! are closed when they next come back to the pool, or are next checked
+//! out idle (the manager's `has_broken` says `true` for them, counted as
+//! broken in the pool's metrics; with `ValidationMode::IsValid` each of
+//! the instance's other connections is pinged once at its next checkout,
+//! as after any broken connection). The new instance's connects then find
+//! those tickets free. Time to share: at most one interval for the others
+//! to see the need, then the time until their connections come back and
+//! the new instance's pool retries its connect (its back-off is at most
+//! about a second); an instance whose excess connections sit idle,
+//! untouched, gives them back only at their `idle_timeout`.
+//!
+//! The control key is the FNV-1a hash of the name followed by a zero byte
+//! and `fair-share` ([`FleetBudget::control_key`]), made different from
+//! the ticket key if the two ever hash alike. It collides like the ticket
+//! key: a budget whose ticket or control key equals this one's control
+//! key (or another application's two-key advisory locks with that first
+//! key) would be miscounted as instances or as wanting. The second keys of
+//! control locks are backend process ids, positive for members and negated
+//! for wanting; they never meet tickets, which live under the other first
+//! key.
+
+// Without a PostgreSQL manager nothing in the crate uses the fair share's
+// machinery (its unit tests still do).
+#![cfg_attr(
+    not(any(
+        feature = "tokio-postgres",
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres"
+    )),
+    allow(dead_code)
+)]
 
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 /// The query that claims a ticket. Parameters: `$1` the key (`int4`), `$2`
 /// the total (`int4`), `$3` the first ticket to try (`int4`, in
@@ -54,8 +121,15 @@ pub const CLAIM_SQL: &str = "SELECT t FROM \
 pub struct FleetBudget {
     name: Arc<str>,
     key: i32,
+    control_key: i32,
     total: u32,
+    /// `None`: fair share off.
+    share_interval: Option<Duration>,
 }
+
+/// How often an instance rechecks the count of instances and who wants
+/// tickets, by default: see [`FleetBudget::with_share_interval`].
+pub const DEFAULT_SHARE_INTERVAL: Duration = Duration::from_secs(1);
 
 impl FleetBudget {
     /// A budget of `total` connections named `name`.
@@ -74,11 +148,61 @@ impl FleetBudget {
         if i32::try_from(total).is_err() {
             return Err(FleetBudgetConfigError::TotalTooLarge { total });
         }
+        let key = key_of(name);
         Ok(Self {
             name: name.into(),
-            key: key_of(name),
+            key,
+            control_key: control_key_of(name, key),
             total,
+            share_interval: Some(DEFAULT_SHARE_INTERVAL),
         })
+    }
+
+    /// Sets how often each instance rechecks how many instances share the
+    /// budget and whether one of them wants tickets ([fair
+    /// share](self#fair-share)), or turns fair share off with `None` (no
+    /// control session; the first to connect keep the budget). Defaults to
+    /// [`DEFAULT_SHARE_INTERVAL`], 1 s: one query on `pg_locks` per
+    /// instance per interval. A shorter interval moves tickets to a new
+    /// instance sooner, for more of those queries.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pool_core::managers::fleet::{FleetBudget, FleetBudgetConfigError};
+    ///
+    /// let budget = FleetBudget::new("orders-api", 40)?.with_share_interval(Some(Duration::from_millis(250)))?;
+    /// assert_eq!(budget.share_interval(), Some(Duration::from_millis(250)));
+    /// assert_eq!(
+    ///     budget.with_share_interval(Some(Duration::ZERO)),
+    ///     Err(FleetBudgetConfigError::ZeroShareInterval)
+    /// );
+    /// # Ok::<(), pool_core::managers::fleet::FleetBudgetConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`FleetBudgetConfigError::ZeroShareInterval`] for a zero interval.
+    pub fn with_share_interval(
+        mut self,
+        interval: Option<Duration>,
+    ) -> Result<Self, FleetBudgetConfigError> {
+        if interval == Some(Duration::ZERO) {
+            return Err(FleetBudgetConfigError::ZeroShareInterval);
+        }
+        self.share_interval = interval;
+        Ok(self)
+    }
+
+    /// The fair share's recheck interval; `None` when fair share is off.
+    pub fn share_interval(&self) -> Option<Duration> {
+        self.share_interval
+    }
+
+    /// The first key of the fair share's control locks (see [fair
+    /// share](self#fair-share)): the 32-bit FNV-1a hash of the name, a zero
+    /// byte and `fair-share`, never equal to [`key`](Self::key).
+    pub fn control_key(&self) -> i32 {
+        self.control_key
     }
 
     /// The name.
@@ -144,12 +268,32 @@ impl FleetBudget {
 
 /// 32-bit FNV-1a: stable across processes, builds and platforms.
 fn key_of(name: &str) -> i32 {
+    fnv1a(name.bytes())
+}
+
+fn fnv1a(bytes: impl Iterator<Item = u8>) -> i32 {
     let mut hash: u32 = 0x811c_9dc5;
-    for byte in name.bytes() {
+    for byte in bytes {
         hash ^= u32::from(byte);
         hash = hash.wrapping_mul(0x0100_0193);
     }
     i32::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// The control key: FNV-1a of the name, `\0` and `fair-share`; flipped
+/// if it equals the ticket key, so a budget's two spaces never meet.
+fn control_key_of(name: &str, key: i32) -> i32 {
+    let control = fnv1a(name.bytes().chain(*b"\0fair-share"));
+    if control == key {
+        !control
+    } else {
+        control
+    }
+}
+
+/// An `int4` key as `pg_locks` shows it (`classid`, `objid`: an oid).
+fn as_oid(key: i32) -> i64 {
+    i64::from(u32::from_ne_bytes(key.to_ne_bytes()))
 }
 
 /// A connect found every ticket of its fleet budget held.
@@ -206,6 +350,12 @@ pub enum FleetBudgetConfigError {
     /// transactions, so the session lock would count a connection that is
     /// not the pool's, and be released or held at the pooler's whim.
     BehindTransactionPooler,
+    /// A fair share recheck interval of zero: the recheck would never
+    /// pause.
+    ZeroShareInterval,
+    /// A fair share interval set on a manager with no fleet budget to
+    /// apply it to: set `fleet_budget` first.
+    ShareIntervalWithoutBudget,
 }
 
 impl fmt::Display for FleetBudgetConfigError {
@@ -223,11 +373,555 @@ impl fmt::Display for FleetBudgetConfigError {
                  its tickets are session locks, which a transaction-mode pooler gives to \
                  other clients; budget the pooler's server connections instead",
             ),
+            Self::ZeroShareInterval => f.write_str(
+                "fleet budget: the fair share interval must be above zero (None turns fair share off)",
+            ),
+            Self::ShareIntervalWithoutBudget => f.write_str(
+                "fleet budget: fleet_share_interval was set before any fleet_budget; set the budget first",
+            ),
         }
     }
 }
 
 impl Error for FleetBudgetConfigError {}
+
+/// A manager's `fleet_budget` setter: the new budget, unless a fair share
+/// interval was set before any budget (that error stays, for `validate`).
+pub(crate) fn set_budget(
+    current: Option<Result<FleetBudget, FleetBudgetConfigError>>,
+    name: &str,
+    total: u32,
+) -> Option<Result<FleetBudget, FleetBudgetConfigError>> {
+    match current {
+        Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget)) => {
+            Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget))
+        }
+        _ => Some(FleetBudget::new(name, total)),
+    }
+}
+
+/// A manager's `fleet_share_interval` setter, on what `fleet_budget` set.
+pub(crate) fn set_share_interval(
+    current: Option<Result<FleetBudget, FleetBudgetConfigError>>,
+    interval: Option<Duration>,
+) -> Result<FleetBudget, FleetBudgetConfigError> {
+    match current {
+        None => Err(FleetBudgetConfigError::ShareIntervalWithoutBudget),
+        Some(budget) => budget?.with_share_interval(interval),
+    }
+}
+
+/// The fair share state for what the setters left: a valid budget with
+/// fair share on.
+pub(crate) fn share_of(
+    budget: Option<&Result<FleetBudget, FleetBudgetConfigError>>,
+) -> Option<Arc<FleetShare>> {
+    FleetShare::new(budget?.as_ref().ok()?)
+}
+
+/// The tickets each of `members` live instances of a budget of `total` is
+/// guaranteed: `floor(total / members)` (all of `total` for one instance,
+/// or when none is counted yet). The remainder, `total % members`, is
+/// nobody's: whoever claims it first holds it, like any ticket an instance
+/// leaves unused. With more instances than tickets the share is 0: no
+/// instance is guaranteed anything, and tickets go to the first to claim.
+///
+/// ```
+/// use pool_core::managers::fleet::fair_share;
+///
+/// assert_eq!(fair_share(20, 5), 4);
+/// assert_eq!(fair_share(20, 3), 6); // 2 left over, for whoever claims them
+/// assert_eq!(fair_share(20, 1), 20);
+/// ```
+pub fn fair_share(total: u32, members: u32) -> u32 {
+    total / members.max(1)
+}
+
+/// What one recheck decides for an instance, from what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decision {
+    /// The instance's guaranteed share.
+    pub(crate) share: u32,
+    /// How many of its connections to close when they come back.
+    pub(crate) give_back: u32,
+    /// Whether it holds its wanting lock.
+    pub(crate) want: bool,
+}
+
+/// The recheck's rule: below its share and refused lately, an instance
+/// wants; above its share while another wants, it gives the excess back.
+pub(crate) fn decide(
+    total: u32,
+    members: u32,
+    held: u32,
+    others_want: bool,
+    refused_lately: bool,
+) -> Decision {
+    let share = fair_share(total, members);
+    Decision {
+        share,
+        give_back: if others_want {
+            held.saturating_sub(share)
+        } else {
+            0
+        },
+        want: held < share && refused_lately,
+    }
+}
+
+/// A boxed future, as the control session's driver code returns.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// An error of the control session (it is only logged).
+pub(crate) type BoxError = Box<dyn Error + Send + Sync>;
+
+mod control {
+    use super::{BoxError, BoxFuture};
+
+    /// A driver's connection used as the fair share's control session.
+    /// Public in a private module: nameable only inside the crate, yet
+    /// usable in the sealed sqlx driver trait (without a sqlx feature
+    /// nothing outside the crate could reach it anyway).
+    #[allow(unreachable_pub)]
+    pub trait ControlSession: Send {
+        /// Runs one statement of literal SQL (one round trip, PostgreSQL's
+        /// simple query protocol) and returns its first row's columns, each
+        /// an `int8`.
+        fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, BoxError>>;
+    }
+}
+pub(crate) use control::ControlSession;
+
+/// Opens a control session: the manager's connect settings, without a
+/// ticket.
+pub(crate) type OpenControl =
+    Box<dyn Fn() -> BoxFuture<'static, Result<Box<dyn ControlSession>, BoxError>> + Send + Sync>;
+
+/// How a connect claims its ticket under fair share, decided before it
+/// connects ([`FleetShare::admit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// At or above its share: the ticket would be borrowed, and is not
+    /// taken while another instance wants.
+    borrowing: bool,
+}
+
+/// One instance's fair share state: counts and decisions the control task
+/// writes once per interval, read without I/O on connect and return.
+///
+/// Every atomic here is a counter or a flag read as a hint (Relaxed
+/// throughout): nothing else is published through them, and a stale value
+/// costs at most one interval's delay in a decision that the next recheck
+/// makes again.
+pub(crate) struct FleetShare {
+    budget: FleetBudget,
+    interval: Duration,
+    /// Connections of this instance holding a ticket.
+    held: AtomicU32,
+    /// Given back by `has_broken`, not yet closed (managers that count
+    /// closes, not seats: `note_closed`).
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
+    closing: AtomicU32,
+    /// The guaranteed share, as last computed.
+    share: AtomicU32,
+    /// Live instances, as last counted (0: not yet).
+    members: AtomicU32,
+    /// Another instance holds its wanting lock (as last read).
+    others_want: AtomicBool,
+    /// Connections still to close on return.
+    give_back: AtomicU32,
+    /// A claim under the share found no ticket since the last recheck.
+    refused: AtomicBool,
+    /// This instance holds its wanting lock.
+    wanting: AtomicBool,
+    /// The control session's backend pid (0: none).
+    control_pid: AtomicI32,
+    /// A control task is running for this instance.
+    running: AtomicBool,
+    /// Wakes the control task: a refusal to signal, or this state dropped.
+    wake: Arc<Notify>,
+}
+
+impl fmt::Debug for FleetShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetShare")
+            .field("budget", &self.budget.name())
+            .field("held", &self.held.load(Ordering::Relaxed))
+            .field("share", &self.share.load(Ordering::Relaxed))
+            .field("members", &self.members.load(Ordering::Relaxed))
+            .field("wanting", &self.wanting.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FleetShare {
+    fn drop(&mut self) {
+        // The control task holds only a `Weak`: woken, it finds this gone,
+        // closes its session and ends.
+        self.wake.notify_one();
+    }
+}
+
+impl FleetShare {
+    /// The state for `budget`; `None` when its fair share is off.
+    pub(crate) fn new(budget: &FleetBudget) -> Option<Arc<Self>> {
+        let interval = budget.share_interval()?;
+        Some(Arc::new(Self {
+            budget: budget.clone(),
+            interval,
+            held: AtomicU32::new(0),
+            closing: AtomicU32::new(0),
+            // Until the first count: the whole budget, as without fair
+            // share.
+            share: AtomicU32::new(budget.total()),
+            members: AtomicU32::new(0),
+            others_want: AtomicBool::new(false),
+            give_back: AtomicU32::new(0),
+            refused: AtomicBool::new(false),
+            wanting: AtomicBool::new(false),
+            control_pid: AtomicI32::new(0),
+            running: AtomicBool::new(false),
+            wake: Arc::new(Notify::new()),
+        }))
+    }
+
+    /// Before a connect: `Err` when the instance is at or above its share
+    /// while another wants (no connection is opened for a ticket it would
+    /// not take), else how to claim.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetBudgetExhausted`], as when no ticket is free.
+    pub(crate) fn admit(&self) -> Result<Claim, FleetBudgetExhausted> {
+        let borrowing = self.held.load(Ordering::Relaxed) >= self.share.load(Ordering::Relaxed);
+        if borrowing && self.others_want.load(Ordering::Relaxed) {
+            return Err(self.budget.exhausted());
+        }
+        Ok(Claim { borrowing })
+    }
+
+    /// The claim query for `claim`, parameters written in: a borrowing
+    /// claim takes no ticket while another instance holds its wanting lock.
+    pub(crate) fn claim_sql(&self, claim: Claim) -> String {
+        let budget = &self.budget;
+        let tickets = format!(
+            "SELECT t FROM (SELECT ((({start})::int4 + n) % ({total})::int4)::int4 AS t \
+             FROM generate_series(0, ({total})::int4 - 1) AS n) AS tickets",
+            start = budget.random_start(),
+            total = budget.total_i32(),
+        );
+        let lock = format!("pg_try_advisory_lock(({})::int4, t)", budget.key());
+        if !claim.borrowing {
+            return format!("{tickets} WHERE {lock} LIMIT 1");
+        }
+        // CASE fixes the order: the lock is tried only when nobody wants
+        // (an AND could be evaluated lock first). The EXISTS is an
+        // uncorrelated sub-select, evaluated once per query.
+        format!(
+            "{tickets} WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_locks l \
+             WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
+             AND l.classid::int8 = {control} AND l.objid::int8 >= 2147483648 \
+             AND l.pid <> {pid} AND {here}) THEN false ELSE {lock} END LIMIT 1",
+            control = as_oid(budget.control_key()),
+            pid = self.control_pid.load(Ordering::Relaxed),
+            here = THIS_DATABASE,
+        )
+    }
+
+    /// A claim took its ticket: counted until the returned seat drops.
+    #[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
+    pub(crate) fn seat(self: &Arc<Self>) -> FleetSeat {
+        self.note_claimed();
+        FleetSeat(Arc::clone(self))
+    }
+
+    /// A claim took its ticket, for a manager that calls
+    /// [`note_closed`](Self::note_closed) when the connection closes.
+    pub(crate) fn note_claimed(&self) {
+        self.held.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection counted by [`note_claimed`](Self::note_claimed) closes
+    /// (one given back by [`give_back_counted`](Self::give_back_counted)
+    /// was counted out already).
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
+    pub(crate) fn note_closed(&self) {
+        let closing = self
+            .closing
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if closing.is_err() {
+            let _ = self
+                .held
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+
+    /// A claim found no ticket: below the share, that is need, signalled
+    /// at once (the control task wakes and takes the wanting lock).
+    pub(crate) fn refused(&self, claim: Claim) {
+        if claim.borrowing {
+            return;
+        }
+        self.refused.store(true, Ordering::Relaxed);
+        if !self.wanting.load(Ordering::Relaxed) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether one more connection is to be given back now; takes it from
+    /// the count. No I/O: one load when there is nothing to give back.
+    pub(crate) fn take_give_back(&self) -> bool {
+        self.give_back.load(Ordering::Relaxed) != 0
+            && self
+                .give_back
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+    }
+
+    /// [`take_give_back`](Self::take_give_back) for a manager that counts
+    /// closes: the connection given back is counted out now, and its close
+    /// later is not counted again.
+    #[cfg_attr(
+        not(any(feature = "sqlx-postgres", feature = "sqlx08-postgres")),
+        allow(dead_code)
+    )]
+    pub(crate) fn give_back_counted(&self) -> bool {
+        if !self.take_give_back() {
+            return false;
+        }
+        self.closing.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        true
+    }
+
+    /// Starts the control task unless one runs; `open` makes its session
+    /// opener, called only when it starts. Outside a tokio runtime nothing
+    /// starts (the next connect tries again).
+    pub(crate) fn start_control(self: &Arc<Self>, open: impl FnOnce() -> OpenControl) {
+        // Relaxed: a flag only this function sets, and the task's guard
+        // clears; two starts racing see one `true` from the swap.
+        if self.running.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.running.store(false, Ordering::Relaxed);
+            return;
+        };
+        // The guard goes into the task's future, so that a future dropped
+        // before its first poll (a runtime shutting down) clears the flag
+        // too.
+        let running = Running(Arc::downgrade(self));
+        runtime.spawn(control(
+            running,
+            Arc::downgrade(self),
+            Arc::clone(&self.wake),
+            open(),
+        ));
+    }
+
+    /// This instance's view: (live instances, share, held, wanting).
+    pub(crate) fn view(&self) -> FleetShareView {
+        FleetShareView {
+            members: self.members.load(Ordering::Relaxed),
+            share: self.share.load(Ordering::Relaxed),
+            held: self.held.load(Ordering::Relaxed),
+            wanting: self.wanting.load(Ordering::Relaxed),
+        }
+    }
+
+    fn join_sql(&self) -> String {
+        format!(
+            "SELECT pg_backend_pid()::int8, \
+             pg_try_advisory_lock(({})::int4, pg_backend_pid())::int4::int8",
+            self.budget.control_key()
+        )
+    }
+
+    fn count_sql(&self) -> String {
+        format!(
+            "SELECT count(*) FILTER (WHERE l.objid::int8 < 2147483648)::int8, \
+             count(*) FILTER (WHERE l.objid::int8 >= 2147483648 \
+               AND l.pid <> pg_backend_pid())::int8 \
+             FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 2 \
+             AND l.granted AND l.classid::int8 = {} AND {THIS_DATABASE}",
+            as_oid(self.budget.control_key())
+        )
+    }
+
+    fn want_sql(&self, want: bool) -> String {
+        let f = if want {
+            "pg_try_advisory_lock"
+        } else {
+            "pg_advisory_unlock"
+        };
+        format!(
+            "SELECT {f}(({})::int4, -pg_backend_pid())::int4::int8",
+            self.budget.control_key()
+        )
+    }
+
+    /// One recheck on the control session: count, decide, and take or
+    /// drop the wanting lock.
+    async fn recheck(
+        &self,
+        session: &mut Control,
+        last_refused: &mut Option<Instant>,
+    ) -> Result<(), BoxError> {
+        let row = session.session.row(&self.count_sql()).await?;
+        let count = |i: usize| {
+            row.get(i)
+                .and_then(|&n| u32::try_from(n).ok())
+                .ok_or("the fair share count returned no count")
+        };
+        let (members, others) = (count(0)?, count(1)?);
+        if self.refused.swap(false, Ordering::Relaxed) {
+            *last_refused = Some(Instant::now());
+        }
+        let refused_lately = last_refused.is_some_and(|at| at.elapsed() < self.interval * 3);
+        let decision = decide(
+            self.budget.total(),
+            members,
+            self.held.load(Ordering::Relaxed),
+            others > 0,
+            refused_lately,
+        );
+        self.members.store(members, Ordering::Relaxed);
+        self.share.store(decision.share, Ordering::Relaxed);
+        self.others_want.store(others > 0, Ordering::Relaxed);
+        self.give_back.store(decision.give_back, Ordering::Relaxed);
+        if decision.want != session.wanting {
+            session.session.row(&self.want_sql(decision.want)).await?;
+            session.wanting = decision.want;
+            self.wanting.store(decision.want, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The control session is gone: forget what it read, so that this
+    /// instance neither gives back nor holds back on stale news.
+    fn forget(&self) {
+        self.others_want.store(false, Ordering::Relaxed);
+        self.give_back.store(0, Ordering::Relaxed);
+        self.wanting.store(false, Ordering::Relaxed);
+        self.control_pid.store(0, Ordering::Relaxed);
+    }
+}
+
+/// What an instance knows of its fair share, as of its last recheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetShareView {
+    /// Live instances of the budget counted (0 before the first count).
+    pub members: u32,
+    /// This instance's guaranteed share (`fair_share(total, members)`).
+    pub share: u32,
+    /// This instance's connections holding a ticket.
+    pub held: u32,
+    /// Whether this instance signals need (holds its wanting lock).
+    pub wanting: bool,
+}
+
+/// The filter on `pg_locks` for this database's locks (advisory locks are
+/// per database).
+const THIS_DATABASE: &str =
+    "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+/// One ticket counted for its instance; dropped with its connection.
+#[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
+pub(crate) struct FleetSeat(Arc<FleetShare>);
+
+impl FleetSeat {
+    /// Whether this connection is to be given back (closed on return).
+    #[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
+    pub(crate) fn give_back(&self) -> bool {
+        self.0.take_give_back()
+    }
+}
+
+impl fmt::Debug for FleetSeat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FleetSeat")
+    }
+}
+
+impl Drop for FleetSeat {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
+/// Clears `running` however the control task ends (a runtime shutting
+/// down drops it mid-await, or before it ever ran), so the next connect
+/// starts another.
+struct Running(Weak<FleetShare>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(share) = self.0.upgrade() {
+            share.forget();
+            share.running.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Control {
+    session: Box<dyn ControlSession>,
+    wanting: bool,
+}
+
+/// The control task: opens the session, rechecks every interval (or at
+/// once when woken by a refusal), and ends when the instance's state is
+/// dropped, closing the session (which releases its locks).
+async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, open: OpenControl) {
+    let mut session: Option<Control> = None;
+    let mut last_refused = None;
+    loop {
+        let Some(state) = share.upgrade() else {
+            return;
+        };
+        let interval = state.interval;
+        if session.is_none() {
+            match open().await {
+                Ok(mut opened) => match opened.row(&state.join_sql()).await {
+                    Ok(row) => {
+                        let pid = row.first().and_then(|&p| i32::try_from(p).ok());
+                        state.control_pid.store(pid.unwrap_or(0), Ordering::Relaxed);
+                        session = Some(Control {
+                            session: opened,
+                            wanting: false,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: joining failed");
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: no control session");
+                }
+            }
+        }
+        if let Some(open_session) = session.as_mut() {
+            if let Err(e) = state.recheck(open_session, &mut last_refused).await {
+                tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: recheck failed");
+                session = None;
+                state.forget();
+            }
+        }
+        drop(state);
+        // Woken early by a refusal to signal, or by the state's drop.
+        let _ = tokio::time::timeout(interval, wake.notified()).await;
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -287,5 +981,310 @@ mod tests {
             text.contains("fleet budget") && text.contains("pooler"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_control_key_is_stable_and_never_the_ticket_key() {
+        let budget = FleetBudget::new("orders", 4).expect("valid");
+        assert_ne!(budget.control_key(), budget.key());
+        assert_eq!(
+            budget.control_key(),
+            control_key_of("orders", key_of("orders"))
+        );
+        // Equal hashes are pulled apart.
+        assert_eq!(
+            control_key_of("x", control_key_of("x", 0)),
+            !control_key_of("x", 0)
+        );
+        assert_eq!(as_oid(-1), 4_294_967_295);
+        assert_eq!(as_oid(7), 7);
+    }
+
+    #[test]
+    fn bad_share_settings_are_typed_errors() {
+        let budget = FleetBudget::new("x", 3).expect("valid");
+        assert_eq!(budget.share_interval(), Some(DEFAULT_SHARE_INTERVAL));
+        assert_eq!(
+            budget.clone().with_share_interval(Some(Duration::ZERO)),
+            Err(FleetBudgetConfigError::ZeroShareInterval)
+        );
+        let off = budget.clone().with_share_interval(None).expect("off");
+        assert!(FleetShare::new(&off).is_none());
+        assert!(FleetShare::new(&budget).is_some());
+        // The managers' setters, in either order.
+        assert_eq!(
+            set_share_interval(None, Some(Duration::from_secs(1))),
+            Err(FleetBudgetConfigError::ShareIntervalWithoutBudget)
+        );
+        let early = Some(set_share_interval(None, None));
+        assert_eq!(
+            set_budget(early, "x", 3),
+            Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget))
+        );
+        let late = set_share_interval(set_budget(None, "x", 3), Some(Duration::from_millis(5)));
+        assert_eq!(
+            late.map(|b| b.share_interval()),
+            Ok(Some(Duration::from_millis(5)))
+        );
+        assert_eq!(
+            set_share_interval(set_budget(None, "", 3), None),
+            Err(FleetBudgetConfigError::EmptyName)
+        );
+        assert!(share_of(Some(&Err(FleetBudgetConfigError::ZeroTotal))).is_none());
+        for e in [
+            FleetBudgetConfigError::ZeroShareInterval,
+            FleetBudgetConfigError::ShareIntervalWithoutBudget,
+        ] {
+            let text = e.to_string();
+            assert!(
+                text.contains("fleet budget") && text.contains("interval"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn shares_round_down_and_the_remainder_is_nobodys() {
+        assert_eq!(fair_share(20, 5), 4);
+        assert_eq!(fair_share(20, 3), 6);
+        assert_eq!(fair_share(20, 1), 20);
+        assert_eq!(fair_share(20, 0), 20);
+        assert_eq!(fair_share(3, 4), 0);
+    }
+
+    #[test]
+    fn the_recheck_decides_want_and_give_back() {
+        // Alone: the whole budget, nothing to give back.
+        assert_eq!(
+            decide(20, 1, 20, false, false),
+            Decision {
+                share: 20,
+                give_back: 0,
+                want: false
+            }
+        );
+        // Five instances, one new and refused: it wants...
+        assert_eq!(
+            decide(20, 5, 0, false, true),
+            Decision {
+                share: 4,
+                give_back: 0,
+                want: true
+            }
+        );
+        // ...and each old one at 5 gives one back, only while it wants.
+        assert_eq!(decide(20, 5, 5, true, false).give_back, 1);
+        assert_eq!(decide(20, 5, 5, false, false).give_back, 0);
+        // At its share an instance neither wants nor gives back.
+        assert_eq!(
+            decide(20, 5, 4, true, true),
+            Decision {
+                share: 4,
+                give_back: 0,
+                want: false
+            }
+        );
+        // Below its share but not refused lately (no demand): no want.
+        assert!(!decide(20, 5, 1, false, false).want);
+    }
+
+    #[test]
+    fn claims_borrow_politely_and_accounting_counts_each_connection_once() {
+        let budget = FleetBudget::new("a", 4).expect("valid");
+        let share = FleetShare::new(&budget).expect("on");
+        // Before the first count the share is the whole budget.
+        let claim = share.admit().expect("admitted");
+        assert!(!claim.borrowing);
+        let sql = share.claim_sql(claim);
+        assert!(!sql.contains('$') && !sql.contains("CASE"), "{sql}");
+        assert!(
+            sql.contains("pg_try_advisory_lock((-468965076)::int4, t)"),
+            "{sql}"
+        );
+
+        let seats: Vec<FleetSeat> = (0..3).map(|_| share.seat()).collect();
+        assert_eq!(share.view().held, 3);
+        // A count of 2 instances: share 2, this one borrows one.
+        share.share.store(2, Ordering::Relaxed);
+        let claim = share.admit().expect("nobody wants");
+        assert!(claim.borrowing);
+        let sql = share.claim_sql(claim);
+        assert!(
+            sql.contains("CASE WHEN EXISTS") && sql.contains("ELSE pg_try_advisory_lock"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(&as_oid(budget.control_key()).to_string()),
+            "{sql}"
+        );
+        // Another wants: no connect, and one connection to give back.
+        share.others_want.store(true, Ordering::Relaxed);
+        assert_eq!(share.admit(), Err(budget.exhausted()));
+        share.give_back.store(1, Ordering::Relaxed);
+        assert!(seats[0].give_back());
+        assert!(!seats[1].give_back(), "only the excess");
+        drop(seats);
+        assert_eq!(share.view().held, 0);
+
+        // Counted by closes (sqlx): a connection given back counts out at
+        // once, and its close does not count it again.
+        share.note_claimed();
+        share.note_claimed();
+        share.give_back.store(1, Ordering::Relaxed);
+        assert!(share.give_back_counted());
+        assert!(!share.give_back_counted());
+        assert_eq!(share.view().held, 1);
+        share.note_closed();
+        assert_eq!(share.view().held, 1);
+        share.note_closed();
+        assert_eq!(share.view().held, 0);
+        share.note_closed();
+        assert_eq!(share.view().held, 0, "never below zero");
+
+        // A refused claim under the share signals; a borrowing one does not.
+        share.refused(Claim { borrowing: true });
+        assert!(!share.refused.load(Ordering::Relaxed));
+        share.refused(Claim { borrowing: false });
+        assert!(share.refused.load(Ordering::Relaxed));
+    }
+
+    /// A control session that answers from a script: members and others
+    /// wanting, set by the test, and a log of the lock statements.
+    #[derive(Clone, Default)]
+    struct Scripted(Arc<std::sync::Mutex<(i64, i64, Vec<String>)>>);
+
+    impl ControlSession for Scripted {
+        fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, BoxError>> {
+            Box::pin(async move {
+                let mut state = self.0.lock().map_err(|_| "poisoned")?;
+                if sql.contains("count(*)") {
+                    return Ok(vec![state.0, state.1]);
+                }
+                state.2.push(sql.to_owned());
+                Ok(vec![42, 1])
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_control_task_wants_when_refused_and_gives_back_when_others_want() {
+        let budget = FleetBudget::new("ctl", 20)
+            .and_then(|b| b.with_share_interval(Some(Duration::from_millis(10))))
+            .expect("valid");
+        let share = FleetShare::new(&budget).expect("on");
+        let script = Scripted::default();
+        script.0.lock().expect("lock").0 = 5;
+        let opened = script.clone();
+        share.start_control(move || {
+            Box::new(move || {
+                let session = opened.clone();
+                Box::pin(async move { Ok(Box::new(session) as Box<dyn ControlSession>) })
+            })
+        });
+        // Bounded polls: 500 × 5 ms.
+        async fn until(what: &str, done: impl Fn() -> bool) {
+            for _ in 0..500 {
+                if done() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("never: {what}");
+        }
+        until("the first count", || share.view().members == 5).await;
+        assert_eq!(share.view().share, 4);
+        assert_eq!(share.control_pid.load(Ordering::Relaxed), 42);
+
+        // Refused below the share: the wanting lock is taken.
+        share.refused(Claim { borrowing: false });
+        until("wanting", || share.view().wanting).await;
+        assert!(script
+            .0
+            .lock()
+            .expect("lock")
+            .2
+            .iter()
+            .any(|q| q.contains("pg_try_advisory_lock") && q.contains("-pg_backend_pid()")));
+        // At its share (and no refusal for three intervals) it lets go.
+        let seats: Vec<FleetSeat> = (0..6).map(|_| share.seat()).collect();
+        until("not wanting", || !share.view().wanting).await;
+        assert!(script
+            .0
+            .lock()
+            .expect("lock")
+            .2
+            .iter()
+            .any(|q| q.contains("pg_advisory_unlock")));
+
+        // Another wants: 6 held, share 4, two to give back, and no
+        // borrowing connect meanwhile.
+        script.0.lock().expect("lock").1 = 1;
+        until("a give-back", || {
+            share.give_back.load(Ordering::Relaxed) == 2
+        })
+        .await;
+        assert!(share.admit().is_err());
+        assert!(seats[0].give_back() && seats[1].give_back() && !seats[2].give_back());
+        // Nobody wants any more: nothing to give back, borrowing allowed.
+        script.0.lock().expect("lock").1 = 0;
+        until("no give-back", || {
+            !share.others_want.load(Ordering::Relaxed)
+        })
+        .await;
+        assert_eq!(share.give_back.load(Ordering::Relaxed), 0);
+        assert!(share.admit().is_ok());
+        drop(seats);
+
+        // Dropping the state ends the task, which drops its session (and
+        // its opener): only the test's handle on the script is left.
+        drop(share);
+        until("the task's end", || Arc::strong_count(&script.0) == 1).await;
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Shares never add up past the budget, and the remainder is
+            /// less than one per instance.
+            #[test]
+            fn shares_fit_the_budget(total in 1_u32..100_000, members in 1_u32..2_000) {
+                let share = fair_share(total, members);
+                let given = u64::from(share) * u64::from(members);
+                prop_assert!(given <= u64::from(total));
+                prop_assert!(u64::from(total) - given < u64::from(members));
+            }
+
+            /// Once every other instance has given back what the recheck
+            /// told it to, an instance below its share finds at least its
+            /// share free (the guarantee), whatever the others held.
+            #[test]
+            fn giving_back_frees_the_share_of_the_one_that_wants(
+                total in 1_u32..400,
+                others in proptest::collection::vec(0_u32..400, 1..12),
+            ) {
+                let members = u32::try_from(others.len()).unwrap_or(u32::MAX) + 1;
+                let share = fair_share(total, members);
+                // What the others hold fits the budget; the newcomer holds 0.
+                let mut left = total;
+                let held: Vec<u32> = others.iter().map(|&h| { let h = h.min(left); left -= h; h }).collect();
+                let want = decide(total, members, 0, false, true).want;
+                prop_assert_eq!(want, share > 0);
+                let after: u32 = held
+                    .iter()
+                    .map(|&h| h - decide(total, members, h, want, false).give_back)
+                    .sum();
+                if want {
+                    prop_assert!(total - after >= share);
+                }
+                // Nobody gives back below its share, nor while nobody wants.
+                for &h in &held {
+                    let d = decide(total, members, h, want, false);
+                    prop_assert!(h - d.give_back >= h.min(share));
+                    prop_assert!(want || d.give_back == 0);
+                }
+            }
+        }
     }
 }

@@ -364,3 +364,316 @@ async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     );
     drop((b, c));
 }
+
+/// The fair share tests' budget, and how many queries each instance's
+/// tasks keep in flight (more than the share, so every instance wants more
+/// than it is guaranteed).
+const SHARE_BUDGET: u32 = 20;
+const SHARE_TASKS: usize = 24;
+/// The late instance's time to its share is polled for this long at most.
+const SHARE_WITHIN: Duration = Duration::from_secs(10);
+
+/// An instance of the fair share tests: its own manager and pool, named by
+/// application_name, and a count of the queries it ran.
+struct Instance {
+    pool: Pool<PostgresManager<NoTls>>,
+    done: Arc<AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Instance {
+    fn new(url: &str, budget: &str, index: usize) -> Self {
+        let mut pg: tokio_postgres::Config = url.parse().expect("DATABASE_URL");
+        pg.application_name(app_name(budget, index));
+        let manager = PostgresManager::new(pg, NoTls).fleet_budget(budget, SHARE_BUDGET);
+        // No idle_timeout and no max_lifetime: only the fair share moves
+        // tickets between instances.
+        let config = PoolConfig::builder()
+            .max_size(SHARE_BUDGET)
+            .min_size(0)
+            .acquire_timeout(Duration::from_secs(1))
+            .build()
+            .expect("config");
+        Self {
+            pool: Pool::new_lazy(manager, config),
+            done: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Starts `tasks` tasks running short queries until `stop` (a timeout
+    /// while the budget is full is tried again), for at most `RUN_AT_MOST`.
+    fn load(&mut self, tasks: usize) {
+        const RUN_AT_MOST: Duration = Duration::from_secs(40);
+        let started = Instant::now();
+        for _ in 0..tasks {
+            let (pool, done, stop) = (self.pool.clone(), self.done.clone(), self.stop.clone());
+            self.tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < RUN_AT_MOST {
+                    if let Ok(conn) = pool.get().await {
+                        conn.batch_execute("SELECT pg_sleep(0.002)")
+                            .await
+                            .expect("query");
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.expect("load task");
+        }
+        self.pool.close().await;
+    }
+}
+
+/// Tickets of `budget` held, by application_name.
+async fn tickets_by_app(
+    admin: &tokio_postgres::Client,
+    budget: &FleetBudget,
+) -> BTreeMap<String, i64> {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    admin
+        .query(
+            "SELECT a.application_name, count(*) FROM pg_locks l \
+             JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
+               AND l.classid::int8 = $1 GROUP BY 1",
+            &[&classid],
+        )
+        .await
+        .expect("read pg_locks")
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+async fn connect_admin(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = url
+        .parse::<tokio_postgres::Config>()
+        .expect("DATABASE_URL")
+        .connect(NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(connection);
+    client
+}
+
+/// Polls `admin` every 20 ms until `done` says yes of the tickets by
+/// application_name, for at most `within`; the time it took, or `None`.
+async fn poll_tickets(
+    admin: &tokio_postgres::Client,
+    budget: &FleetBudget,
+    within: Duration,
+    done: impl Fn(&BTreeMap<String, i64>) -> bool,
+) -> Option<Duration> {
+    let from = Instant::now();
+    while from.elapsed() < within {
+        if done(&tickets_by_app(admin, budget).await) {
+            return Some(from.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+fn unique_budget(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("pc_{test}_{}_{nanos}", std::process::id())
+}
+
+/// A rolling deploy under load: four instances fill a budget of 20, a
+/// fifth starts, and within a bounded time it holds its share,
+/// `floor(20 / 5) = 4` tickets, while the budget is never exceeded and the
+/// four older instances keep being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_late_instance_gets_its_fair_share_under_load() {
+    tokio::time::timeout(Duration::from_secs(90), async {
+        let url = cluster::database_url();
+        let name = unique_budget("fleet_roll");
+        let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
+        let admin = connect_admin(&url).await;
+        let share = pool_core::managers::fleet::fair_share(SHARE_BUDGET, 5);
+        assert_eq!(share, 4);
+
+        let mut old: Vec<Instance> = (0..4).map(|i| Instance::new(&url, &name, i)).collect();
+        for instance in &mut old {
+            instance.load(SHARE_TASKS);
+        }
+        let full = |held: &BTreeMap<String, i64>| held.values().sum::<i64>() == i64::from(SHARE_BUDGET);
+        poll_tickets(&admin, &budget, SHARE_WITHIN, full)
+            .await
+            .expect("the four instances never filled the budget");
+
+        // The sampler: the peak of the budget's tickets, every 10 ms.
+        let peak = Arc::new(AtomicU64::new(0));
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = tokio::spawn({
+            let (peak, sampling, url, budget) = (peak.clone(), sampling.clone(), url.clone(), budget.clone());
+            async move {
+                let admin = connect_admin(&url).await;
+                let mut samples = 0_u32;
+                while sampling.load(Ordering::Relaxed) && samples < 10_000 {
+                    let held: i64 = tickets_by_app(&admin, &budget).await.values().sum();
+                    peak.fetch_max(u64::try_from(held).unwrap_or(0), Ordering::Relaxed);
+                    samples += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                samples
+            }
+        });
+
+        let mut late = Instance::new(&url, &name, 4);
+        late.load(SHARE_TASKS);
+        let late_app = app_name(&name, 4);
+        let took = poll_tickets(&admin, &budget, SHARE_WITHIN, |held| {
+            held.get(&late_app).copied().unwrap_or(0) >= i64::from(share)
+        })
+        .await;
+        let took = took.unwrap_or_else(|| panic!("the late instance did not reach its share of {share} within {SHARE_WITHIN:?}"));
+        let view = late.pool.manager().fleet_share().expect("fair share on");
+        assert_eq!((view.members, view.share), (5, share), "{view:?}");
+
+        // The older instances keep being served, each holding its share.
+        let before: Vec<u64> = old.iter().map(|i| i.done.load(Ordering::Relaxed)).collect();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        for (index, instance) in old.iter().enumerate() {
+            let now = instance.done.load(Ordering::Relaxed);
+            assert!(now > before[index], "instance {index} ran no query after the late one joined");
+        }
+        let held = tickets_by_app(&admin, &budget).await;
+        for index in 0..5 {
+            let n = held.get(&app_name(&name, index)).copied().unwrap_or(0);
+            assert!(n >= i64::from(share), "instance {index} holds {n} tickets: {held:?}");
+        }
+
+        sampling.store(false, Ordering::Relaxed);
+        let samples = sampler.await.expect("sampler");
+        let peak = peak.load(Ordering::Relaxed);
+        assert!(samples > 10, "only {samples} samples");
+        assert!(peak <= u64::from(SHARE_BUDGET), "the budget's tickets reached {peak}");
+        eprintln!("fleet fair share: the late instance reached its share of {share} in {took:?}; peak {peak} of {SHARE_BUDGET} over {samples} samples");
+
+        late.stop().await;
+        for instance in old {
+            instance.stop().await;
+        }
+    })
+    .await
+    .expect("the test did not finish within its bound");
+}
+
+/// Shares left unused are borrowed: with five live instances, one busy and
+/// four idle (holding no connection), the busy one holds the whole budget;
+/// when one of the idle ones gets busy, it gets its share back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn an_instance_alone_borrows_the_whole_budget() {
+    tokio::time::timeout(Duration::from_secs(90), async {
+        let url = cluster::database_url();
+        let name = unique_budget("fleet_borrow");
+        let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
+        let admin = connect_admin(&url).await;
+        let mut instances: Vec<Instance> = (0..5).map(|i| Instance::new(&url, &name, i)).collect();
+        // Each instance connects once (its control session counts it) and
+        // then holds nothing.
+        for instance in &instances {
+            let conn = instance.pool.get().await.expect("a first connection");
+            conn.discard();
+        }
+        let none = |held: &BTreeMap<String, i64>| held.values().sum::<i64>() == 0;
+        poll_tickets(&admin, &budget, SHARE_WITHIN, none)
+            .await
+            .expect("the first connections never closed");
+
+        // Every instance has counted the five (one recheck each).
+        let from = Instant::now();
+        while !instances.iter().all(|i| {
+            i.pool
+                .manager()
+                .fleet_share()
+                .is_some_and(|v| v.members == 5)
+        }) {
+            assert!(
+                from.elapsed() < SHARE_WITHIN,
+                "the instances never counted five"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        instances[0].load(SHARE_TASKS + 6);
+        let busy = app_name(&name, 0);
+        poll_tickets(&admin, &budget, SHARE_WITHIN, |held| {
+            held.get(&busy).copied() == Some(i64::from(SHARE_BUDGET))
+        })
+        .await
+        .expect("the busy instance never borrowed the whole budget");
+        let view = instances[0]
+            .pool
+            .manager()
+            .fleet_share()
+            .expect("fair share on");
+        assert_eq!((view.members, view.share), (5, 4), "{view:?}");
+
+        // A lender wants its share back.
+        instances[1].load(SHARE_TASKS);
+        let lender = app_name(&name, 1);
+        poll_tickets(&admin, &budget, SHARE_WITHIN, |held| {
+            held.get(&lender).copied().unwrap_or(0) >= 4
+        })
+        .await
+        .expect("the lender never got its share back");
+        let held = tickets_by_app(&admin, &budget).await;
+        assert!(
+            held.values().sum::<i64>() <= i64::from(SHARE_BUDGET),
+            "{held:?}"
+        );
+
+        for instance in instances {
+            instance.stop().await;
+        }
+    })
+    .await
+    .expect("the test did not finish within its bound");
+}
+
+#[test]
+fn bad_fair_share_settings_fail_validate() {
+    use pool_core::managers::fleet::FleetBudgetConfigError;
+    use pool_core::managers::tokio_postgres::PgConfigError;
+    let manager = || PostgresManager::new(tokio_postgres::Config::new(), NoTls);
+    let zero = manager()
+        .fleet_budget("api", 3)
+        .fleet_share_interval(Some(Duration::ZERO));
+    assert!(matches!(
+        zero.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ZeroShareInterval
+        ))
+    ));
+    let early = manager().fleet_share_interval(None).fleet_budget("api", 3);
+    assert!(matches!(
+        early.validate(),
+        Err(PgConfigError::FleetBudget(
+            FleetBudgetConfigError::ShareIntervalWithoutBudget
+        ))
+    ));
+    let off = manager().fleet_budget("api", 3).fleet_share_interval(None);
+    assert!(off.validate().is_ok() && off.fleet_share().is_none());
+    let view = manager()
+        .fleet_budget("api", 3)
+        .fleet_share()
+        .expect("on by default");
+    assert_eq!(
+        (view.members, view.share, view.held, view.wanting),
+        (0, 3, 0, false)
+    );
+}

@@ -252,3 +252,232 @@ async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
     })
     .await;
 }
+
+/// The fair share tests' budget, and the queries each instance keeps in
+/// flight (more than its share: every instance wants more than it is
+/// guaranteed).
+const SHARE_BUDGET: u32 = 20;
+const SHARE_TASKS: usize = 24;
+/// Each wait on the server's view is polled for this long at most.
+const SHARE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Tickets of `budget` held on this database by sessions whose
+/// application_name is `app`.
+async fn tickets_of(admin: &mut PgConnection, budget: &FleetBudget, app: &str) -> i64 {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    sqlx::query_scalar::<_, i64>(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND l.classid::int8 = $1 AND a.application_name = $2",
+    )
+    .bind(classid)
+    .bind(app)
+    .fetch_one(admin)
+    .await
+    .expect("read pg_locks")
+}
+
+/// One instance: its own manager (application_name `{budget}-{index}`)
+/// and pool, and load tasks counting their queries.
+struct Instance {
+    pool: Pool<SqlxManager<PgConnection>>,
+    app: String,
+    done: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Instance {
+    fn new(url: &str, budget: &str, index: usize) -> Self {
+        let app = format!("{budget}-{index}");
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("DATABASE_URL parses");
+        let manager = SqlxManager::<PgConnection>::new(options.application_name(&app))
+            .fleet_budget(budget, SHARE_BUDGET);
+        // No idle_timeout, no max_lifetime: only the fair share moves
+        // tickets between instances.
+        let config = PoolConfig::builder()
+            .max_size(SHARE_BUDGET)
+            .min_size(0)
+            .acquire_timeout(Duration::from_secs(1))
+            .build()
+            .expect("config");
+        Self {
+            pool: Pool::new_lazy(manager, config),
+            app,
+            done: Arc::new(AtomicU32::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// `tasks` tasks of short queries until `stop`, 40 s at most (a
+    /// timeout while the budget is full is tried again).
+    fn load(&mut self, tasks: usize) {
+        let started = Instant::now();
+        for _ in 0..tasks {
+            let (pool, done, stop) = (self.pool.clone(), self.done.clone(), self.stop.clone());
+            self.tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(40) {
+                    if let Ok(mut conn) = pool.get().await {
+                        sqlx::query("SELECT pg_sleep(0.002)")
+                            .execute(&mut *conn)
+                            .await
+                            .expect("query");
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.expect("load task");
+        }
+        self.pool.close().await;
+    }
+}
+
+/// Polls every 20 ms, for at most `SHARE_WITHIN`, until `app` holds at
+/// least `want` tickets of `budget`; the time it took.
+async fn until_holds(
+    admin: &mut PgConnection,
+    budget: &FleetBudget,
+    app: &str,
+    want: i64,
+) -> Duration {
+    let from = Instant::now();
+    loop {
+        let held = tickets_of(admin, budget, app).await;
+        if held >= want {
+            return from.elapsed();
+        }
+        assert!(
+            from.elapsed() < SHARE_WITHIN,
+            "{app} holds {held} tickets after {SHARE_WITHIN:?}, expected {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_instance_gets_its_fair_share_under_load() {
+    bounded(async {
+        let url = super::require::url("DATABASE_URL");
+        let name = unique_tag("sqlx-fleet-roll");
+        let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
+        let mut admin = PgConnection::connect(&url).await.expect("admin connection");
+        let share = pool_core::managers::fleet::fair_share(SHARE_BUDGET, 5);
+        assert_eq!(share, 4);
+
+        let mut old: Vec<Instance> = (0..4).map(|i| Instance::new(&url, &name, i)).collect();
+        for instance in &mut old {
+            instance.load(SHARE_TASKS);
+        }
+        wait_for_tickets(&mut admin, &budget, i64::from(SHARE_BUDGET)).await;
+
+        // The sampler keeps the peak of the budget's tickets, every 10 ms.
+        let peak = Arc::new(AtomicI64::new(0));
+        let sampling = Arc::new(AtomicBool::new(true));
+        let sampler = tokio::spawn({
+            let (peak, sampling, budget, url) =
+                (peak.clone(), sampling.clone(), budget.clone(), url.clone());
+            async move {
+                let mut conn = PgConnection::connect(&url).await.expect("sampler connection");
+                let mut samples = 0_u32;
+                while sampling.load(Ordering::Relaxed) && samples < 10_000 {
+                    peak.fetch_max(tickets_held(&mut conn, &budget).await, Ordering::Relaxed);
+                    samples += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                samples
+            }
+        });
+
+        let mut late = Instance::new(&url, &name, 4);
+        late.load(SHARE_TASKS);
+        let took = until_holds(&mut admin, &budget, &late.app, i64::from(share)).await;
+        let view = late.pool.manager().fleet_share().expect("fair share on");
+        assert_eq!((view.members, view.share), (5, share), "{view:?}");
+
+        // The older instances keep being served, and each holds its share.
+        let before: Vec<u32> = old.iter().map(|i| i.done.load(Ordering::Relaxed)).collect();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        for (index, instance) in old.iter().enumerate() {
+            assert!(
+                instance.done.load(Ordering::Relaxed) > before[index],
+                "instance {index} ran no query after the late one joined"
+            );
+            let held = tickets_of(&mut admin, &budget, &instance.app).await;
+            assert!(held >= i64::from(share), "instance {index} holds {held}");
+        }
+
+        sampling.store(false, Ordering::Relaxed);
+        let samples = sampler.await.expect("sampler");
+        let peak = peak.load(Ordering::Relaxed);
+        assert!(samples > 10, "only {samples} samples");
+        assert!(peak <= i64::from(SHARE_BUDGET), "{peak} tickets held at once");
+        eprintln!("sqlx fleet fair share: the late instance reached its share of {share} in {took:?}; peak {peak}");
+
+        late.stop().await;
+        for instance in old {
+            instance.stop().await;
+        }
+        wait_for_tickets(&mut admin, &budget, 0).await;
+    })
+    .await;
+}
+
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_alone_borrows_the_whole_budget() {
+    bounded(async {
+        let url = super::require::url("DATABASE_URL");
+        let name = unique_tag("sqlx-fleet-borrow");
+        let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
+        let mut admin = PgConnection::connect(&url).await.expect("admin connection");
+        let mut instances: Vec<Instance> = (0..5).map(|i| Instance::new(&url, &name, i)).collect();
+        // Each connects once (its control session counts it), then holds
+        // nothing.
+        for instance in &instances {
+            instance
+                .pool
+                .get()
+                .await
+                .expect("a first connection")
+                .discard();
+        }
+        wait_for_tickets(&mut admin, &budget, 0).await;
+        let from = Instant::now();
+        while !instances.iter().all(|i| {
+            i.pool
+                .manager()
+                .fleet_share()
+                .is_some_and(|v| v.members == 5)
+        }) {
+            assert!(
+                from.elapsed() < SHARE_WITHIN,
+                "the instances never counted five"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        instances[0].load(SHARE_TASKS + 6);
+        let busy = instances[0].app.clone();
+        until_holds(&mut admin, &budget, &busy, i64::from(SHARE_BUDGET)).await;
+        // A lender wants its share back, and gets it.
+        instances[1].load(SHARE_TASKS);
+        let lender = instances[1].app.clone();
+        until_holds(&mut admin, &budget, &lender, 4).await;
+        assert!(tickets_held(&mut admin, &budget).await <= i64::from(SHARE_BUDGET));
+
+        for instance in instances {
+            instance.stop().await;
+        }
+        wait_for_tickets(&mut admin, &budget, 0).await;
+    })
+    .await;
+}

@@ -4,8 +4,9 @@
 use std::fmt;
 
 use super::driver::{Connection, Error};
+use super::password::Provider;
 use super::reset::BoxFuture;
-use crate::managers::fleet::FleetBudget;
+use crate::managers::fleet::OpenControl;
 use crate::managers::pooler::TransactionPoolerError;
 use crate::PoolerMode;
 
@@ -81,15 +82,23 @@ pub(crate) mod private {
             sql: &'static str,
         ) -> BoxFuture<'a, Result<(), Error>>;
 
-        /// Takes one ticket of `budget` on a fresh connection, in one round
-        /// trip: `Ok(true)` when taken, `Ok(false)` when every ticket is
-        /// held. Only PostgreSQL's manager can be given a budget; for the
+        /// Takes one fleet budget ticket on a fresh connection with `sql`
+        /// (a claim query, parameters written in), in one round trip:
+        /// `Ok(true)` when taken, `Ok(false)` when every ticket is held. Only PostgreSQL's manager can be given a budget; for the
         /// other drivers this refuses.
         fn claim_ticket<'a>(
             _conn: &'a mut Self,
-            _budget: &'a FleetBudget,
+            _sql: &'a str,
         ) -> BoxFuture<'a, Result<bool, Error>> {
             Box::pin(async { Err(Error::Configuration("fleet budgets need PostgreSQL".into())) })
+        }
+
+        /// Opens fleet fair share control sessions with `options` (already
+        /// adjusted for the pooler mode) and the password from `password`
+        /// if set. Only PostgreSQL's manager can be given a budget; for the
+        /// other drivers every open fails.
+        fn control_opener(_options: Self::Options, _password: Option<Provider>) -> OpenControl {
+            Box::new(|| Box::pin(async { Err("fleet budgets need PostgreSQL".into()) }))
         }
     }
 

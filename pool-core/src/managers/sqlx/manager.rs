@@ -10,8 +10,9 @@ use super::backend::SqlxConnection;
 use super::driver::Error;
 use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
-use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError};
+use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError, FleetShare};
 use crate::{ManageConnection, PoolerMode};
+use std::sync::Arc;
 
 /// Opens, checks and cleans sqlx connections of type `C`
 /// (`sqlx::PgConnection`, `sqlx::MySqlConnection` or
@@ -28,8 +29,8 @@ use crate::{ManageConnection, PoolerMode};
 ///   connection's ticket.
 /// - **is_valid**: sqlx's `ping` (PostgreSQL: a `Sync` message; MySQL:
 ///   `COM_PING`; SQLite: a round trip to the connection's worker thread).
-/// - **has_broken**: always `false`; sqlx has no cheap way to tell a
-///   closed socket. A connection that died while idle fails validation at
+/// - **has_broken**: `false`, but for a connection given back to a fleet
+///   budget's fair share; sqlx has no cheap way to tell a closed socket. A connection that died while idle fails validation at
 ///   checkout; one that died with a reply pending fails its reset at return;
 ///   either way the pool closes it.
 /// - **needs_reset** and **reset**: see [`ResetMode`] and the
@@ -92,6 +93,9 @@ pub struct SqlxManager<C: SqlxConnection> {
     /// Set only on PostgreSQL, by `fleet_budget`; an invalid one is kept
     /// as its error, reported by `validate`.
     pub(super) fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
+    /// The fair share state of a valid budget with fair share on, shared
+    /// by clones (one instance).
+    pub(super) share: Option<Arc<FleetShare>>,
     _connection: PhantomData<fn() -> C>,
 }
 
@@ -105,6 +109,7 @@ impl<C: SqlxConnection> SqlxManager<C> {
             pooler_mode: PoolerMode::default(),
             password_provider: None,
             fleet: None,
+            share: None,
             _connection: PhantomData,
         }
     }
@@ -209,6 +214,7 @@ impl<C: SqlxConnection> Clone for SqlxManager<C> {
             pooler_mode: self.pooler_mode,
             password_provider: self.password_provider.clone(),
             fleet: self.fleet.clone(),
+            share: self.share.clone(),
             _connection: PhantomData,
         }
     }
@@ -280,6 +286,25 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// [`validate`](SqlxManager::validate) says, before any I/O.
     async fn connect(&self) -> Result<C, Error> {
         self.validate()?;
+        // Fair share: the instance counts itself (its control session) from
+        // its first connect on, and opens nothing for a ticket it would not
+        // take.
+        let claim = match &self.share {
+            None => None,
+            Some(share) => {
+                share.start_control(|| {
+                    C::control_opener(
+                        self.options_for_connect(None).into_owned(),
+                        self.password_provider.clone(),
+                    )
+                });
+                Some(
+                    share
+                        .admit()
+                        .map_err(|e| Error::Configuration(Box::new(e)))?,
+                )
+            }
+        };
         let password = match &self.password_provider {
             Some(provider) => Some(
                 provider()
@@ -293,11 +318,21 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
         if let Some(budget) = self.budget() {
             // One round trip. On an error `conn` is dropped here, which
             // closes its socket and so ends the session on the server.
-            if !C::claim_ticket(&mut conn, budget).await? {
+            let sql = match (&self.share, claim) {
+                (Some(share), Some(claim)) => share.claim_sql(claim),
+                _ => budget.claim_sql_literal(budget.random_start()),
+            };
+            if !C::claim_ticket(&mut conn, &sql).await? {
                 if let Err(e) = conn.close().await {
                     tracing::debug!(error = %e, "closing a connection that found no fleet budget ticket");
                 }
+                if let (Some(share), Some(claim)) = (&self.share, claim) {
+                    share.refused(claim);
+                }
                 return Err(Error::Configuration(Box::new(budget.exhausted())));
+            }
+            if let Some(share) = &self.share {
+                share.note_claimed();
             }
         }
         Ok(conn)
@@ -310,6 +345,15 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// The ping's error: the connection is unusable.
     async fn is_valid(&self, conn: &mut C) -> Result<(), Error> {
         conn.ping().await
+    }
+
+    /// `true` only for a connection given back to the fleet budget (fair
+    /// share: another instance is below its share and this one above); no
+    /// I/O, one atomic load otherwise.
+    fn has_broken(&self, _conn: &mut C) -> bool {
+        self.share
+            .as_ref()
+            .is_some_and(|share| share.give_back_counted())
     }
 
     /// See [`ResetMode`]: no I/O in [`ResetMode::Tracked`], `true` always in
@@ -333,6 +377,9 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// `COM_QUIT` on MySQL) and waits for the socket (or SQLite's worker)
     /// to close, so the pool counts the session until it is gone.
     async fn close(&self, conn: C) {
+        if let Some(share) = &self.share {
+            share.note_closed();
+        }
         if let Err(e) = conn.close().await {
             tracing::debug!(error = %e, "closing a connection");
         }

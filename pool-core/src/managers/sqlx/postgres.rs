@@ -4,11 +4,14 @@ use std::fmt;
 
 use super::backend::{private, SqlxConnection, SqlxPasswordConnection};
 use super::driver::postgres::{PgConnectOptions, PgConnection, PgSslMode};
-use super::driver::{Connection, Error, Executor};
+use super::driver::{Connection, Error, Executor, Row};
+use super::password::Provider;
 use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 use super::SqlxManager;
-use crate::managers::fleet::FleetBudget;
+use crate::managers::fleet::{
+    self, ControlSession, FleetBudget, FleetShare, FleetShareView, OpenControl,
+};
 use crate::managers::pooler::TransactionPoolerError;
 use crate::managers::relay::{self, Relay};
 use crate::PoolerMode;
@@ -123,17 +126,46 @@ impl private::Sealed for PgConnection {
         Box::pin(async move { conn.execute(super::raw(sql)).await.map(drop) })
     }
 
-    fn claim_ticket<'a>(
-        conn: &'a mut Self,
-        budget: &'a FleetBudget,
-    ) -> BoxFuture<'a, Result<bool, Error>> {
+    fn claim_ticket<'a>(conn: &'a mut Self, sql: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
         Box::pin(async move {
             // Without parameters sqlx sends it as a simple query: one round
             // trip, no statement prepared or cached. With them it would
             // prepare first, a second round trip.
-            let sql = budget.claim_sql_literal(budget.random_start());
-            let row = conn.fetch_optional(super::built_sql(&sql)).await?;
+            let row = conn.fetch_optional(super::built_sql(sql)).await?;
             Ok(row.is_some())
+        })
+    }
+
+    fn control_opener(options: PgConnectOptions, password: Option<Provider>) -> OpenControl {
+        Box::new(move || {
+            let (options, password) = (options.clone(), password.clone());
+            Box::pin(async move {
+                let options = match password {
+                    Some(provider) => options.password(&provider().await?),
+                    None => options,
+                };
+                let conn = PgConnection::connect_with(&options).await?;
+                Ok(Box::new(SqlxControl(conn)) as Box<dyn ControlSession>)
+            })
+        })
+    }
+}
+
+/// The fair share's control session on sqlx.
+struct SqlxControl(PgConnection);
+
+impl ControlSession for SqlxControl {
+    fn row<'a>(
+        &'a mut self,
+        sql: &'a str,
+    ) -> fleet::BoxFuture<'a, Result<Vec<i64>, fleet::BoxError>> {
+        Box::pin(async move {
+            // No parameters: a simple query, its values as text, which
+            // sqlx decodes to `i64` all the same.
+            let row = self.0.fetch_one(super::built_sql(sql)).await?;
+            (0..row.len())
+                .map(|i| Ok(row.try_get::<i64, usize>(i)?))
+                .collect()
         })
     }
 }
@@ -257,10 +289,45 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # demo().unwrap();
     /// ```
+    ///
+    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
-        self.fleet = Some(FleetBudget::new(name, total));
+        self.fleet = fleet::set_budget(self.fleet.take(), name, total);
+        self.share = fleet::share_of(self.fleet.as_ref());
         self
+    }
+
+    /// Sets how often this instance rechecks its [fair
+    /// share](crate::managers::fleet#fair-share) of the fleet budget, or
+    /// turns fair share off (`None`). Defaults to
+    /// [`DEFAULT_SHARE_INTERVAL`](fleet::DEFAULT_SHARE_INTERVAL), 1 s.
+    ///
+    /// With fair share on, each of the `N` live instances of the budget is
+    /// guaranteed `floor(total / N)` tickets and may borrow the rest while
+    /// nobody else needs them; an instance below its share that finds no
+    /// ticket makes those above theirs close their excess connections as
+    /// they come back. An instance is this manager and its clones (pools
+    /// built from clones share one share); each holds one control session,
+    /// outside the budget, opened with the same options by its first
+    /// connect.
+    ///
+    /// The setter never fails, so it chains: a zero interval is
+    /// [`ZeroShareInterval`](crate::managers::fleet::FleetBudgetConfigError::ZeroShareInterval),
+    /// and a call before [`fleet_budget`](Self::fleet_budget)
+    /// [`ShareIntervalWithoutBudget`](crate::managers::fleet::FleetBudgetConfigError::ShareIntervalWithoutBudget),
+    /// from [`validate`](Self::validate).
+    #[must_use]
+    pub fn fleet_share_interval(mut self, interval: Option<std::time::Duration>) -> Self {
+        self.fleet = Some(fleet::set_share_interval(self.fleet.take(), interval));
+        self.share = fleet::share_of(self.fleet.as_ref());
+        self
+    }
+
+    /// This instance's view of its fair share of the fleet budget, as of
+    /// its last recheck; `None` without a budget or with fair share off.
+    pub fn fleet_share(&self) -> Option<FleetShareView> {
+        self.share.as_deref().map(FleetShare::view)
     }
 
     /// The fleet budget, if one is set and valid.
@@ -305,6 +372,41 @@ mod tests {
         // The manager's own options are left as given.
         let kept = format!("{:?}", manager.connect_options());
         assert!(kept.contains("statement_cache_capacity: 7,"), "{kept}");
+    }
+
+    #[test]
+    fn bad_fair_share_settings_fail_validate_and_clones_share_one_instance() {
+        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        let zero = manager
+            .clone()
+            .fleet_budget("api", 3)
+            .fleet_share_interval(Some(std::time::Duration::ZERO));
+        assert_eq!(
+            cause::<FleetBudgetConfigError>(zero.validate()),
+            FleetBudgetConfigError::ZeroShareInterval
+        );
+        assert!(zero.fleet_share().is_none());
+        let early = manager
+            .clone()
+            .fleet_share_interval(None)
+            .fleet_budget("api", 3);
+        assert_eq!(
+            cause::<FleetBudgetConfigError>(early.validate()),
+            FleetBudgetConfigError::ShareIntervalWithoutBudget
+        );
+        let off = manager
+            .clone()
+            .fleet_budget("api", 3)
+            .fleet_share_interval(None);
+        assert!(off.validate().is_ok() && off.fleet_share().is_none());
+        let on = manager.fleet_budget("api", 3);
+        let view = on.fleet_share().expect("on by default");
+        assert_eq!((view.members, view.share, view.held), (0, 3, 0));
+        let clone = on.clone();
+        assert!(std::ptr::eq(
+            on.share.as_deref().expect("on"),
+            clone.share.as_deref().expect("on")
+        ));
     }
 
     #[test]

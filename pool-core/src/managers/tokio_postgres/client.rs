@@ -18,6 +18,7 @@ use super::failover::{is_server_gone, HostMark};
 use super::session::{session_state, TxChange};
 use super::timeout::QueryError;
 use super::transaction::{PgTransaction, PgTransactionBuilder};
+use crate::managers::fleet::FleetSeat;
 use crate::PoolerMode;
 
 /// Sends a cancel request for the query running behind a token, over a new
@@ -49,6 +50,9 @@ pub struct PgClient {
     relayed: bool,
     /// The fleet budget ticket this connection holds.
     ticket: Option<i32>,
+    /// The ticket counted for its instance's fair share; `None` without
+    /// fair share, and once the connection is given back.
+    seat: Option<FleetSeat>,
     /// Behind a pooler: a `BEGIN` sent as text was not yet followed by its
     /// end, or a describe's own transaction is open. Read by the reset on
     /// return (after the return orders it) and by the describe on the same
@@ -125,6 +129,7 @@ impl PgClient {
             pooler_mode,
             relayed: false,
             ticket,
+            seat: None,
             raw_tx: AtomicBool::new(false),
             describing: tokio::sync::Mutex::new(()),
             canceller,
@@ -159,6 +164,24 @@ impl PgClient {
 
     /// Adds the handle of the task that drives the socket, aborted when an
     /// abandoned connection is dropped.
+    /// Counts the connection's ticket for its instance's fair share.
+    pub(super) fn with_fleet_seat(mut self, seat: Option<FleetSeat>) -> Self {
+        self.seat = seat;
+        self
+    }
+
+    /// Whether this connection is to be given back to the fleet budget
+    /// (closed on return) for an instance below its share; once `true`, it
+    /// no longer counts as held. No I/O: one atomic load when nothing is
+    /// to be given back.
+    pub(super) fn gives_back_ticket(&mut self) -> bool {
+        if self.seat.as_ref().is_some_and(FleetSeat::give_back) {
+            self.seat = None;
+            return true;
+        }
+        false
+    }
+
     pub(super) fn with_driver(mut self, driver: tokio::task::JoinHandle<()>) -> Self {
         self.driver = Some(driver);
         self

@@ -21,7 +21,10 @@ use super::client::{Canceller, PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
-use crate::managers::fleet::{self, FleetBudget, FleetBudgetConfigError};
+use crate::managers::fleet::{
+    self, BoxFuture, ControlSession, FleetBudget, FleetBudgetConfigError, FleetShare,
+    FleetShareView, OpenControl,
+};
 #[cfg(unix)]
 use crate::managers::relay::{Keepalive, Relay, Upstream};
 use crate::PoolerMode;
@@ -238,6 +241,8 @@ pub struct PostgresManager<Tls> {
     pooler_mode: PoolerMode,
     /// An invalid budget is kept as its error, reported by `validate`.
     fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
+    /// The fair share state of a valid budget with fair share on.
+    share: Option<Arc<FleetShare>>,
     password: Option<PasswordProvider>,
     hosts: HostEpochs,
 }
@@ -280,6 +285,7 @@ where
             canceller,
             pooler_mode: PoolerMode::default(),
             fleet: None,
+            share: None,
             password: None,
             hosts: HostEpochs::default(),
         }
@@ -453,10 +459,57 @@ impl<Tls> PostgresManager<Tls> {
     /// [`PgConfigError::FleetBudgetBehindPooler`], from
     /// [`validate`](Self::validate), which `Pool::new` returns before
     /// opening anything (and a lazy pool's first connect).
+    ///
+    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
-        self.fleet = Some(FleetBudget::new(name, total));
+        self.fleet = fleet::set_budget(self.fleet.take(), name, total);
+        self.share = fleet::share_of(self.fleet.as_ref());
         self
+    }
+
+    /// Sets how often this instance rechecks its [fair
+    /// share](crate::managers::fleet#fair-share) of the fleet budget, or
+    /// turns fair share off (`None`). Defaults to
+    /// [`DEFAULT_SHARE_INTERVAL`](fleet::DEFAULT_SHARE_INTERVAL), 1 s.
+    ///
+    /// With fair share on, each of the `N` live instances (managers) of the
+    /// budget is guaranteed `floor(total / N)` tickets and may borrow the
+    /// rest while nobody else needs them; an instance below its share that
+    /// finds no ticket makes those above theirs close their excess
+    /// connections as they come back. Each instance holds one control
+    /// session of its own, outside the budget, opened with the same
+    /// settings by its first connect.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pool_core::managers::tokio_postgres::PostgresManager;
+    ///
+    /// let pg: tokio_postgres::Config = "postgres://app@db/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .fleet_budget("shop-api", 80)
+    ///     .fleet_share_interval(Some(Duration::from_millis(500)));
+    /// manager.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The setter never fails, so it chains: a zero interval is a
+    /// [`PgConfigError::FleetBudget`] holding
+    /// [`FleetBudgetConfigError::ZeroShareInterval`], and a call before
+    /// [`fleet_budget`](Self::fleet_budget) one holding
+    /// [`FleetBudgetConfigError::ShareIntervalWithoutBudget`], from
+    /// [`validate`](Self::validate).
+    #[must_use]
+    pub fn fleet_share_interval(mut self, interval: Option<Duration>) -> Self {
+        self.fleet = Some(fleet::set_share_interval(self.fleet.take(), interval));
+        self.share = fleet::share_of(self.fleet.as_ref());
+        self
+    }
+
+    /// This instance's view of its fair share of the fleet budget, as of
+    /// its last recheck; `None` without a budget or with fair share off.
+    pub fn fleet_share(&self) -> Option<FleetShareView> {
+        self.share.as_deref().map(FleetShare::view)
     }
 
     /// Asks `provider` for the password of every new connection (rotating
@@ -588,6 +641,53 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
     }
 }
 
+/// The fair share's control session on `tokio_postgres`.
+struct TokioControl(Client);
+
+impl ControlSession for TokioControl {
+    fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, fleet::BoxError>> {
+        Box::pin(async move {
+            let rows = self.0.simple_query(sql).await?;
+            let row = rows
+                .iter()
+                .find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
+                    _ => None,
+                })
+                .ok_or("no row")?;
+            (0..row.len())
+                .map(|i| Ok(row.get(i).ok_or("a null")?.parse::<i64>()?))
+                .collect()
+        })
+    }
+}
+
+impl<Tls> PostgresManager<Tls>
+where
+    Tls: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+    Tls::Stream: Send,
+    Tls::TlsConnect: Send,
+    <Tls::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    /// Opens the fair share's control session: the manager's config, TLS
+    /// and password provider, no ticket, no statement cache.
+    fn control_opener(&self) -> OpenControl {
+        let (config, tls, password) =
+            (self.config.clone(), self.tls.clone(), self.password.clone());
+        Box::new(move || {
+            let (mut config, tls, password) = (config.clone(), tls.clone(), password.clone());
+            Box::pin(async move {
+                if let Some(provider) = password {
+                    config.password(provider().await?);
+                }
+                let (client, connection) = config.connect(tls).await?;
+                tokio::spawn(drive(connection));
+                Ok(Box::new(TokioControl(client)) as Box<dyn ControlSession>)
+            })
+        })
+    }
+}
+
 #[async_trait]
 impl<Tls> ManageConnection for PostgresManager<Tls>
 where
@@ -631,6 +731,16 @@ where
 
     async fn connect(&self) -> Result<PgClient, PgError> {
         self.validate()?;
+        // Fair share: the instance counts itself (its control session) from
+        // its first connect on, and opens nothing for a ticket it would not
+        // take.
+        let claim = match &self.share {
+            None => None,
+            Some(share) => {
+                share.start_control(|| self.control_opener());
+                Some(share.admit().map_err(PgError::FleetBudget)?)
+            }
+        };
         let config = match &self.password {
             None => Cow::Borrowed(&self.config),
             Some(provider) => {
@@ -671,9 +781,28 @@ where
             String::new()
         };
         let host = self.hosts.mark(key);
-        let ticket = match self.current_fleet_budget() {
-            None => None,
-            Some(budget) => {
+        let mut seat = None;
+        let ticket = match (self.current_fleet_budget(), &self.share, claim) {
+            (None, _, _) => None,
+            (Some(budget), Some(share), Some(claim)) => {
+                // One round trip, the claim with its parameters written in.
+                let rows = client.simple_query(&share.claim_sql(claim)).await?;
+                let taken = rows.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                    _ => None,
+                });
+                match taken.and_then(|t| t.parse::<i32>().ok()) {
+                    Some(t) => {
+                        seat = Some(share.seat());
+                        Some(t)
+                    }
+                    None => {
+                        share.refused(claim);
+                        return Err(PgError::FleetBudget(budget.exhausted()));
+                    }
+                }
+            }
+            (Some(budget), _, _) => {
                 // One round trip, an unnamed statement. On any failure the
                 // client is dropped here, which closes the connection.
                 let row = client
@@ -702,7 +831,8 @@ where
             host,
         )
         .with_driver(driver)
-        .with_reported_role(reported);
+        .with_reported_role(reported)
+        .with_fleet_seat(seat);
         Ok(if relayed { client.relayed() } else { client })
     }
 
@@ -719,8 +849,10 @@ where
         Ok(())
     }
 
+    /// Also `true` for a connection given back to the fleet budget (fair
+    /// share: another instance is below its share and this one above).
     fn has_broken(&self, conn: &mut PgClient) -> bool {
-        conn.is_closed() || conn.is_abandoned() || conn.is_retired()
+        conn.is_closed() || conn.is_abandoned() || conn.is_retired() || conn.gives_back_ticket()
     }
 
     /// Sends `Terminate` and waits for the socket to close, so the pool
