@@ -2,7 +2,7 @@
 //! the metrics export on (a Prometheus recorder installed when the pool is
 //! built, so its handles are live) or off (no recorder: the handles are
 //! no-ops), and leak detection on (threshold 60 s, backtraces on: the
-//! first checkout per call site and thread and one in 64 after it capture
+//! first checkout per call site and thread and one in 256 after it capture
 //! a backtrace; never reported) or off.
 
 use std::time::Duration;

@@ -121,7 +121,7 @@ pub(crate) struct Frames {
 
 /// How many of a call site's checkouts on one thread pass between two
 /// captured backtraces (the first is always captured).
-pub(crate) const SAMPLE_EVERY: u32 = 64;
+pub(crate) const SAMPLE_EVERY: u32 = 256;
 
 /// How many call sites each thread counts checkouts for; a thread that
 /// checks out from more sites in turn forgets the oldest, and captures

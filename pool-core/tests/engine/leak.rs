@@ -208,7 +208,7 @@ async fn an_unsampled_leak_shows_its_sites_sampled_backtrace() {
     let mock = Mock::default();
     let pool = leaky_pool(&mock, Some(Duration::from_millis(100)));
     // The first checkout at this site on this thread is sampled; the
-    // next ones are not (one in 64 is).
+    // next ones are not (one in 256 is).
     for _ in 0..3 {
         drop(checkout_in_forgetful_report_handler(&pool).await);
     }
