@@ -18,6 +18,8 @@ pub mod fake;
 pub mod placement;
 pub mod plot;
 pub mod pools;
+#[cfg(test)]
+mod quick_tests;
 pub mod report;
 pub mod runner;
 pub mod scenarios;

@@ -5,14 +5,14 @@
 
 use std::time::Duration;
 
-use pool_benches::report::Report;
-use pool_benches::scenarios::contended::{self, LoadSettings};
-use pool_benches::scenarios::db::{self, DbKind, DbSettings};
-use pool_benches::scenarios::http::{self, HttpSettings};
-use pool_benches::scenarios::options::{self, OptionSettings};
-use pool_benches::scenarios::spike::{self, SpikeSettings};
-use pool_benches::scenarios::uncontended::{self, S1Settings};
-use pool_benches::{plot, Kind};
+use crate::report::Report;
+use crate::scenarios::contended::{self, LoadSettings};
+use crate::scenarios::db::{self, DbKind, DbSettings};
+use crate::scenarios::http::{self, HttpSettings};
+use crate::scenarios::options::{self, OptionSettings};
+use crate::scenarios::spike::{self, SpikeSettings};
+use crate::scenarios::uncontended::{self, S1Settings};
+use crate::{plot, Kind};
 
 fn tiny_load(pool_sizes: &[u32], tasks: &[usize], record: bool) -> LoadSettings {
     LoadSettings {
