@@ -97,7 +97,9 @@ impl<M: TransactionalManager> TxConn<M> {
         !matches!(self.inner, Held::Plain(_))
     }
 
-    /// The connection, mutably; `None` for a shared guard.
+    /// The connection, mutably; `None` for a shared guard. (Used by the
+    /// sqlx managers' executor; a tokio-postgres-only build has no use.)
+    #[cfg_attr(not(feature = "_sqlx"), allow(dead_code))]
     pub(crate) fn conn_mut(&mut self) -> Option<&mut M::Connection> {
         match &mut self.inner {
             Held::Exclusive(guard) => Some(guard.conn_mut()),
