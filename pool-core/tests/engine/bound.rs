@@ -139,16 +139,13 @@ async fn each_waiting_caller_causes_exactly_one_connect() {
         if round % 2 == 1 {
             mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
         }
-        let pool = Pool::new(
-            mock.clone(),
+        let pool = support::started(
+            &mock,
             config(4)
                 .max_concurrent_connects(2)
-                .acquire_timeout(Duration::from_secs(30))
-                .build()
-                .unwrap(),
+                .acquire_timeout(Duration::from_secs(30)),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(mock.script.connects(), 1, "Pool::new opens one");
         let all_hold = Arc::new(tokio::sync::Barrier::new(3));
         let mut callers = Vec::new();

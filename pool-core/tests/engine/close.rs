@@ -9,10 +9,7 @@ use pool_core::{Pool, PoolError};
 
 #[tokio::test]
 async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).min_size(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2).min_size(2)).await;
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     drop(b); // one idle, one in use
@@ -59,10 +56,7 @@ async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
 
 #[tokio::test]
 async fn close_with_nothing_in_use_returns_at_once_and_is_idempotent() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(3).min_size(3).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(3).min_size(3)).await;
     pool.close().await;
     assert_eq!(mock.script.alive(), 0);
     pool.close().await;

@@ -4,20 +4,16 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
 
 #[tokio::test]
 async fn new_opens_min_size_or_one() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(4).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(4)).await;
     assert_eq!(pool.metrics().idle, 1);
     let mock2 = Mock::default();
-    let pool2 = Pool::new(mock2.clone(), config(4).min_size(3).build().unwrap())
-        .await
-        .unwrap();
+    let pool2 = support::started(&mock2, config(4).min_size(3)).await;
     assert_eq!(pool2.metrics().idle, 3);
     assert_eq!(mock2.script.connects(), 3);
     drop(pool);
@@ -95,10 +91,7 @@ fn new_lazy_outside_a_runtime_does_not_panic() {
 
 #[tokio::test]
 async fn dropping_the_last_handle_drops_the_manager() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).min_size(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2).min_size(2)).await;
     assert_eq!(mock.script.alive(), 2);
     drop(pool);
     // The housekeeper holds only a weak reference: connections and manager go.
@@ -129,10 +122,7 @@ async fn a_failed_new_starts_no_other_connect() {
 #[tokio::test]
 async fn a_pool_at_max_pool_size_gets_returns_and_reports() {
     let max = pool_core::MAX_POOL_SIZE;
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(max).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(max)).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(pool.get().await.unwrap());

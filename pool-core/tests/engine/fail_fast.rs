@@ -71,13 +71,7 @@ async fn waiting_callers_get_the_connect_error_at_once_and_the_pool_recovers() {
 
 #[tokio::test(start_paused = true)]
 async fn with_a_connection_in_use_callers_keep_waiting_and_are_served_by_its_return() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(1).acquire_timeout(THIRTY_S).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(1).acquire_timeout(THIRTY_S)).await;
     let held = pool.get().await.unwrap();
     mock.script.set(&mock.script.fail_connect, true);
     let waiters: Vec<_> = (0..3)
@@ -104,13 +98,7 @@ async fn with_a_connection_in_use_callers_keep_waiting_and_are_served_by_its_ret
 
 #[tokio::test(start_paused = true)]
 async fn with_room_to_connect_and_one_in_use_callers_still_wait() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(4).acquire_timeout(THIRTY_S).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(4).acquire_timeout(THIRTY_S)).await;
     let held = pool.get().await.unwrap();
     mock.script.set(&mock.script.fail_connect, true);
     let waiter = {
@@ -204,17 +192,12 @@ async fn the_connect_back_off_is_jittered() {
     // not with a fixed schedule.
     let mut counts = std::collections::BTreeSet::new();
     for _ in 0..16 {
-        let mock = Mock::default();
-        let pool = Pool::new(
-            mock.clone(),
+        let (mock, pool) = support::pool(
             config(4)
                 .max_concurrent_connects(1)
-                .acquire_timeout(THIRTY_S)
-                .build()
-                .unwrap(),
+                .acquire_timeout(THIRTY_S),
         )
-        .await
-        .unwrap();
+        .await;
         let _held = pool.get().await.unwrap();
         mock.script.set(&mock.script.fail_connect, true);
         let pool2 = pool.clone();

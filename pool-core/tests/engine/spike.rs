@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::Pool;
 
@@ -15,9 +16,7 @@ use pool_core::Pool;
 async fn a_burst_opens_a_handful_not_one_per_request() {
     let mock = Mock::default();
     mock.script.connect_delay_ms.store(150, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(50).min_size(5).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&mock, config(50).min_size(5)).await;
     assert_eq!(pool.metrics().total, 5);
     let started = tokio::time::Instant::now();
     let mut tasks = Vec::new();

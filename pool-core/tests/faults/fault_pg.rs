@@ -5,17 +5,17 @@
 //! never above `max_size`, no slot lost, a fresh `get()` works after
 //! recovery) and prints its figures (`--nocapture`), with a verdict on
 //! each of the fault targets (`fault_support`): outcomes asserted, timings reported (see
-//! `fault_support::Enforce`).
+//! `faults::Enforce`).
 //!
 //! Run: `cargo test -p pool-core --all-features --test fault_pg -- --include-ignored --nocapture`.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::fault_support;
+use crate::support::faults;
 use std::time::{Duration, Instant};
 
-use crate::cluster::Cluster;
-use crate::fault_support::proxy::Proxy;
-use crate::fault_support::{
+use crate::support::cluster::Cluster;
+use crate::support::faults::proxy::Proxy;
+use crate::support::faults::{
     assert_invariants, check_90pct_within_100ms, check_errors_per_kill,
     check_fast_errors_while_down, check_first_success_within_10ms,
     check_no_dead_connection_after_up, start_load, start_sampler, target, terminate_all, Enforce,
@@ -61,7 +61,7 @@ fn through(proxy: &Proxy, app: &str) -> tokio_postgres::Config {
     pg
 }
 
-fn counted(ops: &[fault_support::Op]) -> usize {
+fn counted(ops: &[faults::Op]) -> usize {
     ops.len()
 }
 
@@ -80,11 +80,11 @@ async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_all_backends_once() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_terminate_once";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
+    let pool = faults::pool(pg_config(&cluster, app), MAX, |b| b).await;
     let sampler = start_sampler(cluster.admin_config(), app, MAX);
     let load = start_load(&pool, LoadSpec::default());
     tokio::time::sleep(BEFORE).await;
@@ -128,11 +128,11 @@ async fn terminate_all_backends_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_backends_repeatedly() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_terminate_repeat";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
+    let pool = faults::pool(pg_config(&cluster, app), MAX, |b| b).await;
     let sampler = start_sampler(cluster.admin_config(), app, MAX);
     let load = start_load(&pool, LoadSpec::default());
     tokio::time::sleep(BEFORE).await;
@@ -179,10 +179,10 @@ async fn terminate_backends_repeatedly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn stop_the_server_for_3s() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_stop";
     let cluster = start_cluster().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
+    let pool = faults::pool(pg_config(&cluster, app), MAX, |b| b).await;
     let sampler = start_sampler(cluster.admin_config(), app, MAX);
     let load = start_load(&pool, LoadSpec::default());
     tokio::time::sleep(BEFORE).await;
@@ -228,10 +228,10 @@ async fn stop_the_server_for_3s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_the_postmaster_and_restart() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_kill9";
     let cluster = start_cluster().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
+    let pool = faults::pool(pg_config(&cluster, app), MAX, |b| b).await;
     let sampler = start_sampler(cluster.admin_config(), app, MAX);
     let load = start_load(&pool, LoadSpec::default());
     tokio::time::sleep(BEFORE).await;
@@ -274,12 +274,12 @@ async fn kill_9_the_postmaster_and_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn blackhole_the_network_under_load() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_blackhole_load";
     let cluster = start_cluster().await;
     let proxy = Proxy::start(([127, 0, 0, 1], cluster.port()).into()).await;
     let pg = through(&proxy, app);
-    let pool = fault_support::pool(pg, MAX, |b| {
+    let pool = faults::pool(pg, MAX, |b| {
         b.validation_timeout(Duration::from_millis(500))
     })
     .await;
@@ -326,7 +326,7 @@ async fn blackhole_the_network_under_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_blackholed_connection_is_closed_at_checkout() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_blackhole_checkout";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
@@ -334,7 +334,7 @@ async fn a_blackholed_connection_is_closed_at_checkout() {
     let pg = through(&proxy, app);
     const VALIDATION: Duration = Duration::from_millis(300);
     const ACQUIRE: Duration = Duration::from_secs(1);
-    let pool = fault_support::pool(pg, 2, |b| {
+    let pool = faults::pool(pg, 2, |b| {
         b.validation_timeout(VALIDATION)
             .validation_bypass(Duration::ZERO)
             .acquire_timeout(ACQUIRE)

@@ -6,7 +6,7 @@
 //! pool that is never rebuilt.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
+use crate::support::cluster;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::bounded;
+use crate::support::db::bounded;
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig, PoolerMode};
 use sqlx::postgres::{PgConnectOptions, PgConnection};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::drivers::pool_sqlx::SqlxManager;
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
-use crate::common::{bounded, unique_tag};
+use crate::support::db::{bounded, unique};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 
@@ -65,8 +65,8 @@ fn is_exhausted(err: &sqlx::Error) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pools_under_one_budget_never_hold_more_than_it() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-pools");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-pools");
         let manager = budgeted(&url, &name, TOTAL);
         let budget = manager.current_fleet_budget().expect("set").clone();
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");
@@ -211,8 +211,8 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-connect");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-connect");
         let manager = budgeted(&url, &name, 2);
         let budget = manager.current_fleet_budget().expect("set").clone();
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");

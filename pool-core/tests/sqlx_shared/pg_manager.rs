@@ -7,12 +7,12 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, PgConnection};
-use crate::common::bounded;
+use crate::support::db::bounded;
 use futures::FutureExt;
 use pool_core::ManageConnection;
 
 fn manager(mode: ResetMode) -> SqlxManager<PgConnection> {
-    let url = super::require::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     SqlxManager::<PgConnection>::from_url(&url)
         .expect("DATABASE_URL parses")
         .reset_mode(mode)

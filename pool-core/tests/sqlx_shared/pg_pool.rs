@@ -9,14 +9,14 @@ use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::postgres::PgConnectOptions;
 use super::drivers::sqlx::{Connection, Executor, PgConnection};
-use crate::common::{bounded, unique_tag};
+use crate::support::db::{bounded, unique};
 use futures::FutureExt;
 use pool_core::{Pool, PoolConfig};
 
 type PgPool = Pool<SqlxManager<PgConnection>>;
 
 fn options() -> PgConnectOptions {
-    let url = super::require::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     url.parse().expect("DATABASE_URL parses")
 }
 
@@ -90,7 +90,7 @@ async fn assert_returned_clean(pool: &PgPool, monitor: &mut PgConnection, pid: i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_queries_stay_within_max_size() {
     let options = options();
-    let app = unique_tag("pool-core-concurrency");
+    let app = unique("pool-core-concurrency");
     let options = options.application_name(&app);
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();
@@ -229,7 +229,7 @@ async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
 #[tokio::test]
 async fn terminated_backends_are_not_reused_without_validation() {
     let options = options();
-    let app = unique_tag("pool-core-terminate");
+    let app = unique("pool-core-terminate");
     let options = options.application_name(&app);
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();

@@ -6,7 +6,7 @@ use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
-use crate::common::{bounded, unique_tag};
+use crate::support::db::{bounded, unique};
 use pool_core::{ManageConnection, Pool, PoolConfig};
 
 fn manager(mode: ResetMode) -> SqlxManager<SqliteConnection> {
@@ -163,8 +163,7 @@ impl Drop for TempFile {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_shares_one_file_within_max_size_and_rolls_back_on_return() {
-    let file =
-        TempFile(std::env::temp_dir().join(format!("{}.db", unique_tag("pool-core-sqlite"))));
+    let file = TempFile(std::env::temp_dir().join(format!("{}.db", unique("pool-core-sqlite"))));
     let options = SqliteConnectOptions::new()
         .filename(&file.0)
         .create_if_missing(true)

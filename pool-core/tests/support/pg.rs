@@ -1,0 +1,48 @@
+//! A PostgreSQL client outside any pool, to watch the pool's connections
+//! from the server's side (`pg_stat_activity`, `pg_terminate_backend`).
+
+/// Parsed connection settings for `url`.
+///
+/// # Panics
+///
+/// When `url` is not a valid connection string.
+pub fn config(url: &str) -> tokio_postgres::Config {
+    url.parse()
+        .unwrap_or_else(|e| panic!("DATABASE_URL is not a valid connection string: {e}"))
+}
+
+/// A plain client on `url`, its connection driven by a task of its own.
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = config(url)
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("admin connection to DATABASE_URL");
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            eprintln!("admin connection ended: {e}");
+        }
+    });
+    client
+}
+
+/// The server process id behind a client.
+pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pg_backend_pid()")
+        .get(0)
+}
+
+/// `pg_stat_activity.state` of a backend (`None` once it has exited).
+pub async fn backend_state(admin: &tokio_postgres::Client, pid: i32) -> Option<String> {
+    admin
+        .query_opt("SELECT state FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .await
+        .expect("pg_stat_activity")
+        .and_then(|row| row.get::<_, Option<String>>(0))
+}
