@@ -27,9 +27,10 @@ fn keep_on_a_thread_that_exits(pool: &Pool<Mock>, n: usize) -> Vec<u64> {
     .unwrap()
 }
 
-/// A pool of `n` slots with `min` connections open and idle, once the
-/// housekeeper's first pass (which runs at once and takes the idle set for
-/// an instant) is over; the next comes an hour later.
+/// A pool of `n` slots with `min` connections (at least the one `Pool::new`
+/// opens) open and idle. Its housekeeper sweeps (taking the idle set for an
+/// instant) only one period after it starts, an hour here, so nothing but
+/// the test touches the idle set afterwards.
 async fn settled_pool(mock: &Mock, n: u32, min: u32, affinity: bool) -> Pool<Mock> {
     let pool = support::started(
         mock,
@@ -39,10 +40,12 @@ async fn settled_pool(mock: &Mock, n: u32, min: u32, affinity: bool) -> Pool<Moc
             .thread_affinity(affinity),
     )
     .await;
-    while pool.metrics().idle != min.max(1) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let open = min.max(1);
+    support::eventually("the pool opened its connections", || {
+        let m = pool.metrics();
+        m.idle == open && m.opening == 0
+    })
+    .await;
     pool
 }
 

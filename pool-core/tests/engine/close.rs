@@ -7,7 +7,12 @@ use std::time::Duration;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError};
 
-#[tokio::test]
+/// Past every deadline the pool has (acquire timeout, housekeeping, idle
+/// timeout, lifetime): on the paused clock the runtime sits idle all that
+/// while, so a `close()` still running then waits on the returns alone.
+const PAST_EVERY_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+#[tokio::test(start_paused = true)]
 async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
     let (mock, pool) = support::pool(config(2).min_size(2)).await;
     let a = pool.get().await.unwrap();
@@ -35,14 +40,14 @@ async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
     assert!(pool.is_closed());
     assert!(matches!(pool.get().await, Err(PoolError::Closed)));
     assert!(pool.try_get().is_none());
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(PAST_EVERY_DEADLINE).await;
     assert!(
         !closing.is_finished(),
         "close returned while connections were in use"
     );
     assert_eq!(mock.script.alive(), 2);
     drop(a);
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(PAST_EVERY_DEADLINE).await;
     assert!(
         !closing.is_finished(),
         "close returned while a connection was in use"

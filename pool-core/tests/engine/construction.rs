@@ -63,11 +63,13 @@ async fn new_reports_a_connect_timeout_as_such() {
     assert_eq!(mock.script.connects(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_lazy_opens_nothing_until_needed() {
     let mock = Mock::default();
     let pool = Pool::new_lazy(mock.clone(), config(4).build().unwrap());
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // A day on the paused clock, past every timer the pool could have set:
+    // the runtime was idle throughout, and nothing was opened.
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
     assert_eq!(mock.script.connects(), 0);
     assert_eq!(pool.metrics().total, 0);
     let conn = pool.get().await.unwrap();
@@ -101,15 +103,16 @@ async fn dropping_the_last_handle_drops_the_manager() {
 
 /// A failing `Pool::new` retries its first connect once at once, then
 /// gives its slot back quietly: no refill connect starts behind the error
-/// it is about to return.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// it is about to return: none has started a day later on the paused
+/// clock, every back-off and housekeeping tick long past.
+#[tokio::test(start_paused = true)]
 async fn a_failed_new_starts_no_other_connect() {
     let mock = Mock::default();
     mock.script.set(&mock.script.fail_connect, true);
     mock.script.connect_delay_ms.store(5, Ordering::SeqCst);
     let err = Pool::new(mock.clone(), config(4).min_size(3).build().unwrap()).await;
     assert!(err.is_err());
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
     assert_eq!(
         mock.script.connects(),
         2,

@@ -112,14 +112,20 @@ async fn resize_down_with_every_connection_in_use_keeps_the_bound_and_serves_eve
 async fn resize_up_beyond_the_initial_size_and_errors() {
     let (_, pool) = support::pool(config(2).max_size_ceiling(8)).await;
     let mut held = vec![pool.get().await.unwrap(), pool.get().await.unwrap()];
-    assert!(pool.get_timeout(Duration::from_millis(10)).await.is_err());
+    assert!(pool
+        .get_timeout(Duration::from_millis(10))
+        .await
+        .is_err_and(|e| e.is_timeout()));
     pool.resize(6).unwrap();
     for _ in 0..4 {
         held.push(pool.get().await.expect("room after growing"));
     }
     let s = pool.state();
     assert_eq!((s.in_use, s.max_size), (6, 6), "{s:?}");
-    assert!(pool.get_timeout(Duration::from_millis(10)).await.is_err());
+    assert!(pool
+        .get_timeout(Duration::from_millis(10))
+        .await
+        .is_err_and(|e| e.is_timeout()));
     assert_eq!(pool.resize(9).unwrap_err().field(), "max_size");
     assert_eq!(pool.resize(0).unwrap_err().field(), "max_size");
     assert_eq!(pool.state().max_size, 6, "a refused resize changes nothing");
