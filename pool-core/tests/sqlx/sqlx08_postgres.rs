@@ -11,6 +11,9 @@ mod drivers {
     pub use pool_core::managers::sqlx08 as pool_sqlx;
 }
 
+#[path = "../sqlx_shared/pg_probes.rs"]
+mod probes;
+
 #[path = "../sqlx_shared/pg_manager.rs"]
 mod manager;
 

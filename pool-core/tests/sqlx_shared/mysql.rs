@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, MySqlConnection};
+use super::probes::server_in_transaction;
 use crate::support::db::{bounded, unique};
 use futures::FutureExt;
 use pool_core::{ManageConnection, Pool, PoolConfig};
@@ -49,14 +50,6 @@ async fn committed_rows(monitor: &mut MySqlConnection, tag: &str) -> i64 {
         .fetch_one(monitor)
         .await
         .unwrap()
-}
-
-async fn server_in_transaction(conn: &mut MySqlConnection) -> bool {
-    let flag: u64 = sqlx::query_scalar("SELECT @@in_transaction")
-        .fetch_one(conn)
-        .await
-        .unwrap();
-    flag != 0
 }
 
 async fn give_back(manager: &SqlxManager<MySqlConnection>, conn: &mut MySqlConnection) -> bool {

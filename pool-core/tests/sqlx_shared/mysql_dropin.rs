@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, MySqlConnection};
+use super::probes::{connection_id as backend_id, server_in_transaction};
 use crate::support::db::{bounded, unique};
 use pool_core::{Pool, PoolConfig};
 
@@ -31,24 +32,8 @@ async fn create_table(pool: &P) {
         .unwrap();
 }
 
-async fn backend_id(conn: &mut MySqlConnection) -> Id {
-    sqlx::query_scalar("SELECT CONNECTION_ID()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
-
 async fn assert_same_backend(conn: &mut MySqlConnection, id: Id) {
     assert_eq!(backend_id(conn).await, id, "the same backend");
-}
-
-/// Whether the server has a transaction open on `conn`.
-async fn server_in_transaction(conn: &mut MySqlConnection) -> bool {
-    let flag: u64 = sqlx::query_scalar("SELECT @@in_transaction")
-        .fetch_one(conn)
-        .await
-        .unwrap();
-    flag != 0
 }
 
 dropin_suite! {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
-use super::drivers::sqlx::{Connection, Executor, PgConnection};
+use super::drivers::sqlx::{Connection, PgConnection};
+use super::probes::{backend_pid as backend_id, server_in_transaction};
 use crate::support::db::{bounded, unique};
 use pool_core::{Pool, PoolConfig};
 
@@ -39,27 +40,8 @@ async fn create_table(pool: &P) {
     }
 }
 
-async fn backend_id(conn: &mut PgConnection) -> Id {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
-
 async fn assert_same_backend(conn: &mut PgConnection, pid: Id) {
     assert_eq!(backend_id(conn).await, pid, "the same backend");
-}
-
-/// Whether the server has a transaction block open on `conn`:
-/// `txid_current()` gives the current transaction an id, and only inside a
-/// block does the next statement still see it.
-async fn server_in_transaction(conn: &mut PgConnection) -> bool {
-    conn.execute("SELECT txid_current()").await.unwrap();
-    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    xid.is_some()
 }
 
 dropin_suite! {

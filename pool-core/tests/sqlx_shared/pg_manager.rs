@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, PgConnection};
+use super::probes::{backend_pid, server_in_transaction, server_state};
 use crate::support::db::bounded;
 use futures::FutureExt;
 use pool_core::ManageConnection;
@@ -16,35 +17,6 @@ fn manager(mode: ResetMode) -> SqlxManager<PgConnection> {
     SqlxManager::<PgConnection>::from_url(&url)
         .expect("DATABASE_URL parses")
         .reset_mode(mode)
-}
-
-async fn backend_pid(conn: &mut PgConnection) -> i32 {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
-
-/// Whether work done now would land in a transaction left open earlier:
-/// `txid_current()` gives the current transaction an id, as a write would,
-/// and outside a transaction block that transaction ends with the
-/// statement, so the next statement sees no id.
-async fn runs_inside_open_transaction(conn: &mut PgConnection) -> bool {
-    conn.execute("SELECT txid_current()").await.unwrap();
-    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    xid.is_some()
-}
-
-/// The backend's state as the server reports it to another session.
-async fn server_state(monitor: &mut PgConnection, pid: i32) -> String {
-    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
-        .bind(pid)
-        .fetch_one(monitor)
-        .await
-        .unwrap()
 }
 
 /// Returns `conn` as the pool would: reset it if the manager says so, and
@@ -61,7 +33,7 @@ async fn give_back(manager: &SqlxManager<PgConnection>, conn: &mut PgConnection)
 /// of `conn` does not run inside one.
 async fn assert_clean(monitor: &mut PgConnection, conn: &mut PgConnection, pid: i32) {
     assert_eq!(server_state(monitor, pid).await, "idle");
-    assert!(!runs_inside_open_transaction(conn).await);
+    assert!(!server_in_transaction(conn).await);
     assert!(!conn.is_in_transaction());
 }
 

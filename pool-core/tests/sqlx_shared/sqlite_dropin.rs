@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
-use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
+use super::drivers::sqlx::{Connection, SqliteConnection};
+use super::probes::server_in_transaction;
 use crate::support::db::{bounded, unique};
 use pool_core::{Pool, PoolConfig};
 
@@ -45,17 +46,6 @@ async fn assert_same_backend(conn: &mut SqliteConnection, (): Id) {
         .await
         .unwrap();
     assert_eq!(tables, 1, "the same in-memory database");
-}
-
-/// SQLite refuses a `BEGIN` inside a transaction.
-async fn server_in_transaction(conn: &mut SqliteConnection) -> bool {
-    match conn.execute(sqlx::raw_sql("BEGIN")).await {
-        Ok(_) => {
-            conn.execute(sqlx::raw_sql("ROLLBACK")).await.unwrap();
-            false
-        }
-        Err(_) => true,
-    }
 }
 
 dropin_suite! {
