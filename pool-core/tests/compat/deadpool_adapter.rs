@@ -218,16 +218,7 @@ async fn deadpool_postgres_clean_recycling_and_dead_connections() {
     assert_eq!(timeout, "0");
     drop(conn);
 
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .expect("terminate");
-    let gone = support::db::eventually(Duration::from_secs(5), || {
-        let admin = &admin;
-        async move { support::pg::backend_state(admin, pid).await.is_none() }
-    })
-    .await;
-    assert!(gone);
+    support::pg::terminate(&admin, pid).await;
     // recycle fails on the dead connection; a new one is handed out.
     let conn = pool.get().await.expect("get");
     assert_ne!(support::pg::backend_pid(&conn).await, pid);

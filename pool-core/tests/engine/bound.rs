@@ -82,14 +82,10 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_while_connects_fail_and_succeed() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(4)
             .acquire_timeout(Duration::from_millis(200))
-            .max_concurrent_connects(3)
-            .build()
-            .unwrap(),
+            .max_concurrent_connects(3),
     );
     let flipper = {
         let mock = mock.clone();

@@ -27,10 +27,7 @@ async fn close_fails_waiters_and_new_gets_and_waits_for_in_use() {
     drop(_c); // goes to the waiter, who keeps it
     let waiter_conn = waiter.await.unwrap().unwrap();
 
-    let waiter2 = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter2 = support::spawn_get(&pool);
     support::until(|| pool.metrics().waiting > 0).await;
     let closing = {
         let pool = pool.clone();
@@ -75,10 +72,7 @@ async fn a_connect_finishing_after_close_is_closed() {
         .connect_delay_ms
         .store(20, std::sync::atomic::Ordering::SeqCst);
     let pool = Pool::new_lazy(mock.clone(), config(1).build().unwrap());
-    let getter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let getter = support::spawn_get(&pool);
     support::until(|| pool.metrics().opening > 0).await;
     pool.close().await; // waits for the connect in flight
     assert!(matches!(getter.await.unwrap(), Err(PoolError::Closed)));

@@ -65,8 +65,7 @@ async fn new_reports_a_connect_timeout_as_such() {
 
 #[tokio::test(start_paused = true)]
 async fn new_lazy_opens_nothing_until_needed() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(4).build().unwrap());
+    let (mock, pool) = support::lazy(config(4));
     // A day on the paused clock, past every timer the pool could have set:
     // the runtime was idle throughout, and nothing was opened.
     tokio::time::sleep(Duration::from_secs(24 * 3600)).await;

@@ -35,10 +35,7 @@ async fn waiters_are_served_in_arrival_order() {
 async fn a_newcomer_does_not_overtake_a_waiter() {
     let (_, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     until(|| pool.metrics().waiting == 1).await;
     drop(held);
     // The connection went straight to the waiter: nothing is idle for a

@@ -34,8 +34,7 @@ async fn a_fresh_connection_is_not_validated_at_its_first_checkout() {
 async fn a_connection_opened_for_a_waiter_is_not_validated_even_if_checks_fail() {
     // A manager whose check always fails still yields connections: the
     // ones opened for the caller are handed over unchecked.
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), validating(2).build().unwrap());
+    let (mock, pool) = support::lazy(validating(2));
     mock.script.set(&mock.script.fail_valid, true);
     let conn = pool
         .get()

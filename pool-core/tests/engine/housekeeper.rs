@@ -194,8 +194,7 @@ async fn keepalive_pings_idle_connections_at_its_interval_and_retires_failures()
 
 #[tokio::test(start_paused = true)]
 async fn soft_evict_all_retires_idle_now_in_use_at_return_and_opening_at_checkout() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(3).build().unwrap());
+    let (mock, pool) = support::lazy(config(3));
     let mut conns = take(&pool, 3).await;
     let in_use = conns.pop().unwrap();
     let old_ids: Vec<u64> = conns.iter().map(|c| c.id).chain([in_use.id]).collect();
@@ -218,10 +217,7 @@ async fn soft_evict_all_retires_idle_now_in_use_at_return_and_opening_at_checkou
     // A connect already under way when the eviction comes is retired at its
     // first checkout; the caller gets a connection opened afterwards.
     mock.script.connect_delay_ms.store(100, Ordering::SeqCst);
-    let getter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let getter = support::spawn_get(&pool);
     support::until(|| pool.metrics().opening == 1).await;
     pool.soft_evict_all();
     let id = getter.await.unwrap().unwrap();

@@ -1,8 +1,7 @@
 //! The idle set hands out the most recently returned connection first.
 
 use crate::support;
-use crate::support::{config, Mock};
-use pool_core::Pool;
+use crate::support::config;
 
 #[tokio::test]
 async fn sequential_load_reuses_one_hot_connection() {
@@ -38,8 +37,7 @@ async fn last_returned_is_first_out() {
 
 #[tokio::test]
 async fn try_get_pops_idle_and_never_connects() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
+    let (mock, pool) = support::lazy(config(2));
     assert!(pool.try_get().is_none());
     assert_eq!(mock.script.connects(), 0);
     let conn = pool.get().await.unwrap();

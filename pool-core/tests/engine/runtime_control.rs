@@ -56,10 +56,7 @@ async fn add_fills_a_free_slot_and_gives_the_connection_back_when_full() {
     let b = pool.get().await.unwrap();
     let ids = [a.id, b.id];
     assert!(ids.contains(&made_id), "{ids:?}");
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     support::until(|| pool.state().waiting == 1).await;
     drop(a);
     waiter.await.unwrap().unwrap();

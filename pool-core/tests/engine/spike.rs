@@ -96,14 +96,10 @@ async fn connects_are_bounded() {
 /// second of backoff.
 #[tokio::test(start_paused = true)]
 async fn recovers_when_the_database_comes_back() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(2)
             .acquire_timeout(Duration::from_millis(300))
-            .fail_fast(false)
-            .build()
-            .unwrap(),
+            .fail_fast(false),
     );
     mock.script.set(&mock.script.fail_connect, true);
     let err = pool.get().await.unwrap_err();

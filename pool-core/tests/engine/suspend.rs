@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use crate::support;
-use crate::support::{config, until, Mock};
-use pool_core::{Pool, PoolError, TimeoutPhase};
+use crate::support::{config, until};
+use pool_core::{PoolError, TimeoutPhase};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -56,8 +56,7 @@ async fn suspend_blocks_new_connects_and_resume_serves_the_waiter() {
 
 #[tokio::test(start_paused = true)]
 async fn resume_opens_the_connections_the_waiters_need() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
+    let (mock, pool) = support::lazy(config(2));
     pool.suspend();
     let waiter = {
         let pool = pool.clone();

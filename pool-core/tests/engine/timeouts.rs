@@ -140,16 +140,12 @@ async fn a_check_timing_out_is_replaced_by_a_fresh_unchecked_connection() {
     // The idle connection's check times out after 100 ms and it is closed;
     // the connection opened in its place is fresh, so it is handed over
     // without a check (it is fresh) within the same `get()`.
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(1)
             .validation_mode(ValidationMode::IsValid)
             .validation_bypass(Duration::ZERO)
             .validation_timeout(ms(100))
-            .acquire_timeout(ms(1_050))
-            .build()
-            .unwrap(),
+            .acquire_timeout(ms(1_050)),
     );
     support::use_each(&pool, 1).await;
     mock.script.valid_delay_ms.store(60_000, Ordering::SeqCst);

@@ -45,16 +45,7 @@ async fn is_valid_fails_once_the_backend_is_gone_even_before_the_client_knows() 
     let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let mut conn = m.connect().await.expect("connect");
     let pid = support::pg::backend_pid(&conn).await;
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .expect("terminate");
-    let gone = support::db::eventually(Duration::from_secs(5), || {
-        let admin = &admin;
-        async move { support::pg::backend_state(admin, pid).await.is_none() }
-    })
-    .await;
-    assert!(gone, "backend exited");
+    support::pg::terminate(&admin, pid).await;
     assert!(m.is_valid(&mut conn).await.is_err());
     assert!(
         m.has_broken(&mut conn),

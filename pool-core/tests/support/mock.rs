@@ -539,3 +539,25 @@ pub async fn started<M: ManageConnection + Clone>(
         .await
         .unwrap()
 }
+
+/// A lazy pool (`Pool::new_lazy`: nothing opened until a checkout asks)
+/// over a fresh [`Mock`], and the mock.
+///
+/// # Panics
+///
+/// When the config is invalid.
+pub fn lazy(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
+    let mock = Mock::default();
+    let pool = Pool::new_lazy(mock.clone(), config.build().unwrap());
+    (mock, pool)
+}
+
+/// A `get()` in a task of its own (a caller that waits while the test goes
+/// on); the task gives back the id of the connection it got, having
+/// returned it.
+pub fn spawn_get(
+    pool: &Pool<Mock>,
+) -> tokio::task::JoinHandle<Result<u64, pool_core::PoolError<MockError>>> {
+    let pool = pool.clone();
+    tokio::spawn(async move { pool.get().await.map(|c| c.id) })
+}

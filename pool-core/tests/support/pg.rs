@@ -46,3 +46,21 @@ pub async fn backend_state(admin: &tokio_postgres::Client, pid: i32) -> Option<S
         .expect("pg_stat_activity")
         .and_then(|row| row.get::<_, Option<String>>(0))
 }
+
+/// Ends the backend `pid` from `admin`'s session and waits (bounded) until
+/// the server no longer lists it.
+///
+/// # Panics
+///
+/// When the terminate fails or the backend is still listed 5 s later.
+pub async fn terminate(admin: &tokio_postgres::Client, pid: i32) {
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .expect("terminate");
+    let gone = super::db::eventually(std::time::Duration::from_secs(5), || async move {
+        backend_state(admin, pid).await.is_none()
+    })
+    .await;
+    assert!(gone, "backend {pid} exited");
+}
