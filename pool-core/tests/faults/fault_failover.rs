@@ -52,19 +52,6 @@ fn both(a: &Cluster, b: &Cluster, app: &str) -> tokio_postgres::Config {
     pg
 }
 
-async fn pool_sessions(cluster: &Cluster, app: &str) -> i64 {
-    cluster
-        .admin()
-        .await
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            &[&app],
-        )
-        .await
-        .expect("pg_stat_activity")
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_connect_skips_a_read_only_server() {
@@ -138,7 +125,8 @@ async fn writes_follow_the_primary_after_a_read_only_flip() {
 
     // Within a bound, the pool's sessions on the old primary are gone.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while pool_sessions(&a, app).await > 0 {
+    let watch_a = a.admin().await;
+    while crate::support::pg::sessions(&watch_a, app).await > 0 {
         assert!(
             Instant::now() < deadline,
             "the pool still holds sessions on the read-only server 10 s after the flip"

@@ -346,12 +346,7 @@ async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     assert!(c.fleet_ticket().is_some());
 
     // Through a pool, a timeout names the budget.
-    let config = PoolConfig::builder()
-        .max_size(4)
-        .min_size(0)
-        .acquire_timeout(Duration::from_millis(300))
-        .build()
-        .expect("config");
+    let config = crate::support::db::pool_config(4, 0, Duration::from_millis(300));
     let pool = Pool::new_lazy(manager, config);
     let err = pool.get().await.expect_err("no ticket for the pool");
     let text = format!("{err}");

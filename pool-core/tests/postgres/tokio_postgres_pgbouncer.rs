@@ -147,11 +147,7 @@ impl Drop for Bouncer {
 }
 
 fn pool_config() -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(POOL)
-        .acquire_timeout(Duration::from_secs(20))
-        .build()
-        .expect("valid config")
+    crate::support::db::pool_config(POOL, 0, Duration::from_secs(20))
 }
 
 /// The server's message for a database error, else the driver's text.
@@ -419,11 +415,7 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
         PostgresManager::new(pg, NoTls)
             .fleet_budget("api", 1)
             .pooler_mode(PoolerMode::Transaction),
-        PoolConfig::builder()
-            .max_size(1)
-            .acquire_timeout(Duration::from_secs(5))
-            .build()
-            .expect("valid config"),
+        crate::support::db::pool_config(1, 0, Duration::from_secs(5)),
     );
     let err = lazy.get().await.expect_err("refused");
     let text = format!("{err}");

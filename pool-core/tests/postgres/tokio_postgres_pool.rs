@@ -21,22 +21,7 @@ fn manager(url: &str, tag: &str) -> PostgresManager<NoTls> {
 }
 
 fn config(max_size: u32) -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .expect("valid config")
-}
-
-async fn connections_on_server(admin: &tokio_postgres::Client, tag: &str) -> i64 {
-    admin
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            &[&tag],
-        )
-        .await
-        .expect("pg_stat_activity")
-        .get(0)
+    crate::support::db::pool_config(max_size, 0, Duration::from_secs(10))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +65,7 @@ async fn concurrent_queries_stay_within_the_bound() {
         if tasks.iter().all(|t| t.is_finished()) {
             break;
         }
-        peak_on_server = peak_on_server.max(connections_on_server(&admin, &tag).await);
+        peak_on_server = peak_on_server.max(support::pg::sessions(&admin, &tag).await);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for t in tasks {

@@ -195,11 +195,7 @@ macro_rules! dropin_suite {
         #[tokio::test]
         async fn checkout_timeout_through_the_pool_is_pool_timed_out() {
             bounded(async {
-                let config = PoolConfig::builder()
-                    .max_size(1)
-                    .acquire_timeout(Duration::from_millis(200))
-                    .build()
-                    .unwrap();
+                let config = crate::support::db::pool_config(1, 0, Duration::from_millis(200));
                 let pool = open(config).await;
                 let held = pool.begin().await.unwrap();
                 let err = sqlx::query("SELECT 1").execute(&pool).await.unwrap_err();

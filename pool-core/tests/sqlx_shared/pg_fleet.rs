@@ -13,7 +13,7 @@ use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::{bounded, unique};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{ManageConnection, Pool, PoolError};
 
 const TOTAL: u32 = 3;
 
@@ -72,12 +72,7 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");
         assert_eq!(tickets_held(&mut admin, &budget).await, 0);
 
-        let config = PoolConfig::builder()
-            .max_size(4)
-            .min_size(0)
-            .acquire_timeout(Duration::from_secs(20))
-            .build()
-            .expect("config");
+        let config = crate::support::db::pool_config(4, 0, Duration::from_secs(20));
         let a = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
         let b = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
 

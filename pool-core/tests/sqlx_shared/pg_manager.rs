@@ -37,6 +37,40 @@ async fn assert_clean(monitor: &mut PgConnection, conn: &mut PgConnection, pid: 
     assert!(!conn.is_in_transaction());
 }
 
+/// A connection to leave dirty, with its manager, a second session that
+/// watches it from the server's side, and its backend's pid.
+struct Watched {
+    manager: SqlxManager<PgConnection>,
+    monitor: PgConnection,
+    conn: PgConnection,
+    pid: i32,
+}
+
+async fn watched(mode: ResetMode) -> Watched {
+    let manager = manager(mode);
+    let monitor = manager.connect().await.unwrap();
+    let mut conn = manager.connect().await.unwrap();
+    let pid = backend_pid(&mut conn).await;
+    Watched {
+        manager,
+        monitor,
+        conn,
+        pid,
+    }
+}
+
+/// Gives `conn` back as the pool would and asserts it was reset (it came
+/// back dirty) and is clean now.
+async fn assert_reset_clean(
+    manager: &SqlxManager<PgConnection>,
+    monitor: &mut PgConnection,
+    conn: &mut PgConnection,
+    pid: i32,
+) {
+    assert!(give_back(manager, conn).await);
+    assert_clean(monitor, conn, pid).await;
+}
+
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn clean_returns_need_no_reset() {
@@ -64,11 +98,13 @@ async fn clean_returns_need_no_reset() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         let mut tx = conn.begin().await.unwrap();
         tx.execute("SELECT txid_current()").await.unwrap();
@@ -77,8 +113,7 @@ async fn dropped_transaction_is_rolled_back() {
         // transaction when the connection comes back.
         assert_eq!(server_state(&mut monitor, pid).await, "idle in transaction");
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -86,11 +121,13 @@ async fn dropped_transaction_is_rolled_back() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn forgotten_nested_transactions_are_rolled_back() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         let mut tx = conn.begin().await.unwrap();
         tx.execute("SELECT txid_current()").await.unwrap();
@@ -100,8 +137,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
         std::mem::forget(tx);
         assert!(conn.is_in_transaction());
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -109,11 +145,13 @@ async fn forgotten_nested_transactions_are_rolled_back() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         // A begin whose reply takes long (a slow server): polled once, so
         // the BEGIN is on the wire, then dropped. sqlx counts no transaction.
@@ -136,11 +174,13 @@ async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_are_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         for round in 0..40u64 {
             if round % 2 == 0 {
@@ -151,8 +191,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
                 let limit = Duration::from_micros(25 * round);
                 let _ = tokio::time::timeout(limit, conn.begin()).await;
             }
-            assert!(give_back(&manager, &mut conn).await);
-            assert_clean(&mut monitor, &mut conn, pid).await;
+            assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
         }
     })
     .await;
@@ -161,18 +200,19 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn raw_begin_is_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         conn.execute("BEGIN").await.unwrap();
         conn.execute("SELECT txid_current()").await.unwrap();
         assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -180,11 +220,13 @@ async fn raw_begin_is_caught_in_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         conn.execute("BEGIN").await.unwrap();
         conn.execute("SELECT 1 / 0").await.unwrap_err();
@@ -196,8 +238,7 @@ async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
             "idle in transaction (aborted)"
         );
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }

@@ -36,11 +36,7 @@ async fn password_provider_is_called_once_per_connect() {
         assert_eq!(calls.load(Ordering::Relaxed), 1);
         direct.close().await.unwrap();
 
-        let config = PoolConfig::builder()
-            .max_size(3)
-            .acquire_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let config = crate::support::db::pool_config(3, 0, Duration::from_secs(10));
         let pool = Pool::new(manager, config).await.unwrap();
         let opened_by_new = calls.load(Ordering::Relaxed) - 1;
         assert!(opened_by_new >= 1, "Pool::new opens a connection");

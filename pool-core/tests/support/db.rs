@@ -72,3 +72,19 @@ where
     }
     false
 }
+
+/// The config most server tests start from: `max` connections, `min` kept
+/// open, checkouts waiting at most `acquire_timeout`; everything else the
+/// defaults.
+///
+/// # Panics
+///
+/// When the combination is invalid (`min > max`, `max` 0).
+pub fn pool_config(max: u32, min: u32, acquire_timeout: Duration) -> pool_core::PoolConfig {
+    pool_core::PoolConfig::builder()
+        .max_size(max)
+        .min_size(min)
+        .acquire_timeout(acquire_timeout)
+        .build()
+        .expect("a valid pool config")
+}

@@ -360,37 +360,31 @@ pub struct ScriptedHooks {
 #[derive(Debug, Clone, Default)]
 pub struct Scripted(pub Arc<ScriptedHooks>);
 
+impl Scripted {
+    /// Counts a hook call and plays `act` (`Ok` keeps the connection).
+    async fn call(&self, act: &Act, what: &'static str) -> Result<bool, MockError> {
+        self.0.calls.fetch_add(1, Ordering::SeqCst);
+        act.play(what).await.map(|()| true)
+    }
+}
+
 #[async_trait]
 impl Hooks<Mock> for Scripted {
     async fn after_connect(&self, _conn: &mut Conn) -> Result<(), MockError> {
-        self.0.calls.fetch_add(1, Ordering::SeqCst);
-        self.0.after_connect.play("after_connect failed").await
+        let hooks = &self.0;
+        self.call(&hooks.after_connect, "after_connect failed")
+            .await
+            .map(drop)
     }
 
-    async fn before_acquire(
-        &self,
-        _conn: &mut Conn,
-        _info: ConnectionInfo,
-    ) -> Result<bool, MockError> {
-        self.0.calls.fetch_add(1, Ordering::SeqCst);
-        self.0
-            .before_acquire
-            .play("before_acquire failed")
+    async fn before_acquire(&self, _: &mut Conn, _: ConnectionInfo) -> Result<bool, MockError> {
+        self.call(&self.0.before_acquire, "before_acquire failed")
             .await
-            .map(|()| true)
     }
 
-    async fn after_release(
-        &self,
-        _conn: &mut Conn,
-        _info: ConnectionInfo,
-    ) -> Result<bool, MockError> {
-        self.0.calls.fetch_add(1, Ordering::SeqCst);
-        self.0
-            .after_release
-            .play("after_release failed")
+    async fn after_release(&self, _: &mut Conn, _: ConnectionInfo) -> Result<bool, MockError> {
+        self.call(&self.0.after_release, "after_release failed")
             .await
-            .map(|()| true)
     }
 }
 

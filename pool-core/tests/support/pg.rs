@@ -64,3 +64,15 @@ pub async fn terminate(admin: &tokio_postgres::Client, pid: i32) {
     .await;
     assert!(gone, "backend {pid} exited");
 }
+
+/// The sessions the server has open for `application_name` `app`.
+pub async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get(0)
+}
