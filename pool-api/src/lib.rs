@@ -13,6 +13,7 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod builder;
 mod config;
 mod error;
 mod holders;
@@ -21,7 +22,8 @@ mod manager;
 mod metrics;
 
 pub use async_trait::async_trait;
-pub use config::{ConfigError, PoolConfig, PoolConfigBuilder, ValidationMode, MAX_POOL_SIZE};
+pub use builder::PoolConfigBuilder;
+pub use config::{ConfigError, PoolConfig, ValidationMode, MAX_POOL_SIZE};
 pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
 pub use holders::{Holder, HolderSites, SiteHolders};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};

@@ -30,9 +30,13 @@
 //! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`); run as root,
 //! the server runs as `postgres`. About a minute in all.
 
-#[path = "../../../pool-core/tests/cluster/mod.rs"]
+// The fault suite's own cluster and figures, shared with its tests; this
+// binary uses a part of them.
+#[allow(dead_code)]
+#[path = "../../../pool-core/tests/support/cluster.rs"]
 mod cluster;
-#[path = "../../../pool-core/tests/fault_support/mod.rs"]
+#[allow(dead_code)]
+#[path = "../../../pool-core/tests/support/faults.rs"]
 mod fault_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,7 +15,26 @@
     feature = "tokio-postgres"
 ))]
 
+#[path = "../support/mod.rs"]
 mod support;
+
+/// How long a test waits for the server to show what the pool did (a
+/// transaction closed, a session gone).
+pub const SERVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the test bodies return: the scope's own errors, or one the body
+/// chose to roll back with.
+#[derive(Debug)]
+pub enum Fail<E> {
+    Tx(pool_core::ambient::TxError<E>),
+    App(&'static str),
+}
+
+impl<E> From<pool_core::ambient::TxError<E>> for Fail<E> {
+    fn from(e: pool_core::ambient::TxError<E>) -> Self {
+        Self::Tx(e)
+    }
+}
 
 #[cfg(any(
     feature = "sqlx-postgres",

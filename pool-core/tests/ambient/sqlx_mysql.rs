@@ -12,7 +12,7 @@ type Conn = sqlx::MySqlConnection;
 const SLOW: &str = "SELECT SLEEP(2)";
 
 async fn pool(max_size: u32) -> P {
-    let url = crate::support::url("MYSQL_URL");
+    let url = crate::support::db::url("MYSQL_URL");
     let config = PoolConfig::builder()
         .name("ambient-sqlx-mysql")
         .max_size(max_size)
@@ -68,7 +68,7 @@ sqlx_suite!(#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with
 async fn isolation_and_read_only_reach_the_server() {
     bounded(async {
         let pool = pool(2).await;
-        let t = table("mysql_isolation");
+        let t = unique("ambient_mysql_isolation");
         create(&pool, &t).await;
         let done: Result<(), F> = pool
             .transaction()

@@ -22,7 +22,7 @@ fn config(max_size: u32) -> PoolConfig {
 }
 
 async fn pool(max_size: u32) -> P {
-    let url = crate::support::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     let manager = SqlxManager::<Conn>::from_url(&url).unwrap();
     Pool::new(manager, config(max_size)).await.unwrap()
 }
@@ -115,8 +115,8 @@ async fn a_failed_commit_is_the_callers_error() {
     bounded(async {
         let pool = pool(1).await;
         let monitor = monitor().await;
-        let parent = table("parent");
-        let child = table("child");
+        let parent = unique("ambient_parent");
+        let child = unique("ambient_child");
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE {parent} (v BIGINT PRIMARY KEY)"
         )))
@@ -147,7 +147,12 @@ async fn a_failed_commit_is_the_callers_error() {
             other => panic!("expected a failed commit, got {other:?}"),
         }
         let session = *id.lock().unwrap();
-        assert!(eventually(|| async { !open_on_server(&monitor, session).await }).await);
+        assert!(
+            eventually(SERVER_WAIT, || async {
+                !open_on_server(&monitor, session).await
+            })
+            .await
+        );
         assert_eq!(values(&pool, &child).await, Vec::<i64>::new());
         drop_table(&pool, &child).await;
         drop_table(&pool, &parent).await;
@@ -160,7 +165,7 @@ async fn a_failed_commit_is_the_callers_error() {
 async fn savepoint_and_release_errors_roll_the_transaction_back() {
     bounded(async {
         let pool = pool(1).await;
-        let t = table("aborted");
+        let t = unique("ambient_aborted");
         create(&pool, &t).await;
         // A statement fails and the body carries on: the transaction is
         // aborted, so the next SAVEPOINT fails.
@@ -229,7 +234,7 @@ async fn savepoint_and_release_errors_roll_the_transaction_back() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_failed_begin_is_the_callers_error() {
     bounded(async {
-        let url = crate::support::url("DATABASE_URL");
+        let url = crate::support::db::url("DATABASE_URL");
         let config = PoolConfig::builder()
             .max_size(1)
             .validation_mode(ValidationMode::None)
@@ -256,7 +261,7 @@ async fn a_failed_begin_is_the_callers_error() {
             .unwrap();
             n == 0
         };
-        assert!(eventually(gone).await);
+        assert!(eventually(SERVER_WAIT, gone).await);
         // Not validated at checkout: the scope's BEGIN meets the dead socket.
         let done: Result<(), F> = pool.transaction().run(async { Ok(()) }).await;
         assert!(matches!(done, Err(Fail::Tx(TxError::Begin(_)))), "{done:?}");

@@ -25,7 +25,8 @@ macro_rules! sqlx_suite {
         use pool_core::ambient::{self, Propagation, TxError};
         use sqlx::AssertSqlSafe;
 
-        use crate::support::{bounded, eventually, table, Fail};
+        use crate::support::db::{bounded, eventually, unique};
+use crate::{Fail, SERVER_WAIT};
 
         type P = pool_core::Pool<pool_core::managers::sqlx::SqlxManager<Conn>>;
         type F = Fail<sqlx::Error>;
@@ -80,7 +81,7 @@ macro_rules! sqlx_suite {
         async fn required_joins_mandatory_joins_never_refuses() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("required");
+                let t = unique("ambient_required");
                 create(&pool, &t).await;
 
                 assert!(matches!(pool.current().await, Err(TxError::NoTransaction)));
@@ -139,7 +140,7 @@ macro_rules! sqlx_suite {
         async fn a_failed_joining_scope_rolls_the_transaction_back() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("rollback_only");
+                let t = unique("ambient_rollback_only");
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -168,7 +169,7 @@ macro_rules! sqlx_suite {
         async fn a_nested_savepoint_rolls_back_while_the_outer_commits() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("nested");
+                let t = unique("ambient_nested");
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -226,7 +227,7 @@ macro_rules! sqlx_suite {
         async fn requires_new_commits_while_the_outer_rolls_back() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("requires_new");
+                let t = unique("ambient_requires_new");
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -289,7 +290,7 @@ macro_rules! sqlx_suite {
             bounded(async {
                 let pool = pool(1).await;
                 let monitor = monitor().await;
-                let t = table("outcome");
+                let t = unique("ambient_outcome");
                 create(&pool, &t).await;
                 let id = Arc::new(Mutex::new(0_i64));
 
@@ -299,13 +300,13 @@ macro_rules! sqlx_suite {
                         insert(&pool, &t, 1).await?;
                         let session = session_id(&mut *pool.current().await?).await;
                         *id.lock().unwrap() = session;
-                        assert!(eventually(|| async { open_on_server(&monitor, session).await }).await);
+                        assert!(eventually(SERVER_WAIT, || async { open_on_server(&monitor, session).await }).await);
                         Ok(())
                     })
                     .await;
                 committed.unwrap();
                 let session = *id.lock().unwrap();
-                assert!(eventually(|| async { !open_on_server(&monitor, session).await }).await);
+                assert!(eventually(SERVER_WAIT, || async { !open_on_server(&monitor, session).await }).await);
                 assert_eq!(values(&pool, &t).await, vec![1]);
 
                 let rolled_back: Result<(), F> = pool
@@ -316,7 +317,7 @@ macro_rules! sqlx_suite {
                     })
                     .await;
                 assert!(matches!(rolled_back, Err(Fail::App("roll back"))));
-                assert!(eventually(|| async { !open_on_server(&monitor, session).await }).await);
+                assert!(eventually(SERVER_WAIT, || async { !open_on_server(&monitor, session).await }).await);
                 assert_eq!(values(&pool, &t).await, vec![1]);
 
                 let panicked = AssertUnwindSafe(pool.transaction().run(async {
@@ -331,7 +332,7 @@ macro_rules! sqlx_suite {
                 let payload = panicked.expect_err("the panic goes on to the caller");
                 assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in the scope"));
                 // Rolled back before the panic went on: nothing open now.
-                assert!(eventually(|| async { !open_on_server(&monitor, session).await }).await);
+                assert!(eventually(SERVER_WAIT, || async { !open_on_server(&monitor, session).await }).await);
                 assert_eq!(values(&pool, &t).await, vec![1]);
                 drop_table(&pool, &t).await;
             })
@@ -344,7 +345,7 @@ macro_rules! sqlx_suite {
             bounded(async {
                 let pool = pool(1).await;
                 let monitor = monitor().await;
-                let t = table("cancelled");
+                let t = unique("ambient_cancelled");
                 create(&pool, &t).await;
                 let id = Arc::new(Mutex::new(None::<i64>));
                 let (started, running) = tokio::sync::oneshot::channel::<()>();
@@ -365,7 +366,7 @@ macro_rules! sqlx_suite {
                 // The scope future is dropped now, its query in flight.
                 let session = id.lock().unwrap().expect("the scope ran");
                 assert!(
-                    eventually(|| async { !open_on_server(&monitor, session).await }).await,
+                    eventually(SERVER_WAIT, || async { !open_on_server(&monitor, session).await }).await,
                     "the server still has the cancelled scope's transaction open"
                 );
                 assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
@@ -380,8 +381,8 @@ macro_rules! sqlx_suite {
             bounded(async {
                 let a = pool(1).await;
                 let b = pool(1).await;
-                let ta = table("pool_a");
-                let tb = table("pool_b");
+                let ta = unique("ambient_pool_a");
+                let tb = unique("ambient_pool_b");
                 create(&a, &ta).await;
                 create(&b, &tb).await;
                 let done: Result<(), F> = a
@@ -417,7 +418,7 @@ macro_rules! sqlx_suite {
         async fn joined_futures_see_the_scope() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("joined");
+                let t = unique("ambient_joined");
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -446,7 +447,7 @@ macro_rules! sqlx_suite {
         async fn a_plain_spawn_does_not_see_the_scope_an_explicit_one_does() {
             bounded(async {
                 let pool = pool(2).await;
-                let t = table("spawned");
+                let t = unique("ambient_spawned");
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -600,7 +601,7 @@ macro_rules! sqlx_suite {
         async fn a_guard_returned_from_the_body_commits_nothing() {
             bounded(async {
                 let pool = pool(1).await;
-                let t = table("escaped");
+                let t = unique("ambient_escaped");
                 create(&pool, &t).await;
                 let done = pool
                     .transaction()

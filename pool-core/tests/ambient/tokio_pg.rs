@@ -14,13 +14,14 @@ use pool_core::managers::tokio_postgres::{PgError, PostgresManager, ResetMode};
 use pool_core::{Pool, PoolConfig};
 use tokio_postgres::NoTls;
 
-use crate::support::{bounded, eventually, table, Fail};
+use crate::support::db::{bounded, eventually, unique};
+use crate::{Fail, SERVER_WAIT};
 
 type P = Pool<PostgresManager<NoTls>>;
 type F = Fail<PgError>;
 
 async fn pool_with(max_size: u32, mode: ResetMode) -> P {
-    let url = crate::support::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     let config: tokio_postgres::Config = url.parse().unwrap();
     let pool_config = PoolConfig::builder()
         .name("ambient-tokio-postgres")
@@ -97,7 +98,7 @@ async fn open_on_server(monitor: &P, pid: i32) -> bool {
 async fn every_propagation_mode() {
     bounded(async {
         let pool = pool(2).await;
-        let t = table("tp_modes");
+        let t = unique("ambient_tp_modes");
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         assert!(matches!(pool.current().await, Err(TxError::NoTransaction)));
         let mandatory: Result<(), F> = pool
@@ -200,7 +201,7 @@ async fn commit_rollback_panic_and_cancellation_leave_nothing_open() {
     bounded(async {
         let pool = pool(1).await;
         let monitor = monitor().await;
-        let t = table("tp_outcome");
+        let t = unique("ambient_tp_outcome");
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let backend = Arc::new(Mutex::new(0));
 
@@ -253,7 +254,10 @@ async fn commit_rollback_panic_and_cancellation_leave_nothing_open() {
             _ = running => {}
         }
         assert!(
-            eventually(|| async { !open_on_server(&monitor, id).await }).await,
+            eventually(SERVER_WAIT, || async {
+                !open_on_server(&monitor, id).await
+            })
+            .await,
             "the cancelled scope's transaction is still open on the server"
         );
         assert_eq!(values(&pool, &t).await, vec![1]);
@@ -268,7 +272,7 @@ async fn a_cancelled_scope_on_a_pool_that_does_not_reset_closes_its_connection()
     bounded(async {
         let pool = pool_with(1, ResetMode::None).await;
         let monitor = monitor().await;
-        let t = table("tp_no_reset");
+        let t = unique("ambient_tp_no_reset");
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let backend = Arc::new(Mutex::new(0));
         let (started, running) = tokio::sync::oneshot::channel::<()>();
@@ -285,7 +289,12 @@ async fn a_cancelled_scope_on_a_pool_that_does_not_reset_closes_its_connection()
             _ = running => {}
         }
         let id = *backend.lock().unwrap();
-        assert!(eventually(|| async { !open_on_server(&monitor, id).await }).await);
+        assert!(
+            eventually(SERVER_WAIT, || async {
+                !open_on_server(&monitor, id).await
+            })
+            .await
+        );
         assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
         plain(&pool, &format!("DROP TABLE {t}")).await;
     })
@@ -298,7 +307,7 @@ async fn two_pools_and_handed_tasks() {
     bounded(async {
         let a = pool(2).await;
         let b = pool(1).await;
-        let t = table("tp_tasks");
+        let t = unique("ambient_tp_tasks");
         plain(&a, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let done: Result<(), F> = a
             .transaction()

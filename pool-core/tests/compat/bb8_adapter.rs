@@ -2,7 +2,7 @@
 //! connect / is_valid / has_broken mapped one to one.
 #![cfg(feature = "bb8")]
 
-use crate::pg_env;
+use crate::support;
 use std::collections::HashSet;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -135,9 +135,9 @@ async fn errors_are_wrapped_and_displayed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
-    let url = pg_env::database_url("bb8_postgres_concurrent");
+    let url = support::db::url("DATABASE_URL");
     const MAX: u32 = 3;
-    let pg = PostgresConnectionManager::new(pg_env::config(&url), NoTls);
+    let pg = PostgresConnectionManager::new(support::pg::config(&url), NoTls);
     let pool = Pool::new(Bb8Manager::new(pg), config(MAX, ValidationMode::IsValid))
         .await
         .expect("pool");
@@ -172,29 +172,20 @@ async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_terminated_connection_is_replaced() {
-    let url = pg_env::database_url("bb8_postgres_terminated");
-    let admin = pg_env::admin(&url).await;
-    let pg = PostgresConnectionManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
+    let pg = PostgresConnectionManager::new(support::pg::config(&url), NoTls);
     let pool = Pool::new(Bb8Manager::new(pg), config(1, ValidationMode::IsValid))
         .await
         .expect("pool");
     let conn = pool.get().await.expect("get");
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
     drop(conn);
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .expect("terminate");
-    let gone = pg_env::eventually(Duration::from_secs(5), || {
-        let admin = &admin;
-        async move { pg_env::backend_state(admin, pid).await.is_none() }
-    })
-    .await;
-    assert!(gone);
+    support::pg::terminate(&admin, pid).await;
     // bb8-postgres's is_valid (an empty query) fails at checkout; the pool
     // opens another connection.
     let conn = pool.get().await.expect("get");
-    assert_ne!(pg_env::backend_pid(&conn).await, pid);
+    assert_ne!(support::pg::backend_pid(&conn).await, pid);
 }
 
 #[tokio::test]

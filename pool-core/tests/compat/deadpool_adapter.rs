@@ -2,7 +2,7 @@
 //! recycle at checkout (deadpool's timing) or at return.
 #![cfg(feature = "deadpool")]
 
-use crate::pg_env;
+use crate::support;
 use std::collections::HashSet;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -151,13 +151,13 @@ fn deadpool_pg(url: &str, method: RecyclingMethod) -> deadpool_postgres::Manager
     let config = ManagerConfig {
         recycling_method: method,
     };
-    deadpool_postgres::Manager::from_config(pg_env::config(url), NoTls, config)
+    deadpool_postgres::Manager::from_config(support::pg::config(url), NoTls, config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
-    let url = pg_env::database_url("deadpool_postgres_concurrent");
+    let url = support::db::url("DATABASE_URL");
     const MAX: u32 = 3;
     let manager = DeadpoolManager::new(deadpool_pg(&url, RecyclingMethod::Verified));
     let pool = Pool::new(manager, config(MAX)).await.expect("pool");
@@ -197,8 +197,8 @@ async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn deadpool_postgres_clean_recycling_and_dead_connections() {
-    let url = pg_env::database_url("deadpool_postgres_clean");
-    let admin = pg_env::admin(&url).await;
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
     let manager = DeadpoolManager::new(deadpool_pg(&url, RecyclingMethod::Clean));
     let pool = Pool::new(manager, config(1)).await.expect("pool");
 
@@ -206,7 +206,7 @@ async fn deadpool_postgres_clean_recycling_and_dead_connections() {
     conn.batch_execute("SET statement_timeout = '4321ms'")
         .await
         .expect("set");
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
     drop(conn);
     // deadpool-postgres's Clean runs RESET ALL at the next checkout.
     let conn = pool.get().await.expect("get");
@@ -218,17 +218,8 @@ async fn deadpool_postgres_clean_recycling_and_dead_connections() {
     assert_eq!(timeout, "0");
     drop(conn);
 
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .expect("terminate");
-    let gone = pg_env::eventually(Duration::from_secs(5), || {
-        let admin = &admin;
-        async move { pg_env::backend_state(admin, pid).await.is_none() }
-    })
-    .await;
-    assert!(gone);
+    support::pg::terminate(&admin, pid).await;
     // recycle fails on the dead connection; a new one is handed out.
     let conn = pool.get().await.expect("get");
-    assert_ne!(pg_env::backend_pid(&conn).await, pid);
+    assert_ne!(support::pg::backend_pid(&conn).await, pid);
 }

@@ -1,8 +1,8 @@
 //! bb8 and deadpool managers run in this pool through the adapters.
 #![cfg(any(feature = "bb8", feature = "deadpool"))]
 
-#[path = "../pg_env/mod.rs"]
-mod pg_env;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod bb8_adapter;
 mod compat_errors;

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PooledConnection};
 
@@ -26,25 +27,25 @@ fn keep_on_a_thread_that_exits(pool: &Pool<Mock>, n: usize) -> Vec<u64> {
     .unwrap()
 }
 
-/// A pool of `n` slots with `min` connections open and idle, once the
-/// housekeeper's first pass (which runs at once and takes the idle set for
-/// an instant) is over; the next comes an hour later.
+/// A pool of `n` slots with `min` connections (at least the one `Pool::new`
+/// opens) open and idle. Its housekeeper sweeps (taking the idle set for an
+/// instant) only one period after it starts, an hour here, so nothing but
+/// the test touches the idle set afterwards.
 async fn settled_pool(mock: &Mock, n: u32, min: u32, affinity: bool) -> Pool<Mock> {
-    let pool = Pool::new(
-        mock.clone(),
+    let pool = support::started(
+        mock,
         config(n)
             .min_size(min)
             .housekeeping_period(Duration::from_secs(3600))
-            .thread_affinity(affinity)
-            .build()
-            .unwrap(),
+            .thread_affinity(affinity),
     )
-    .await
-    .unwrap();
-    while pool.metrics().idle != min.max(1) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    .await;
+    let open = min.max(1);
+    support::eventually("the pool opened its connections", || {
+        let m = pool.metrics();
+        m.idle == open && m.opening == 0
+    })
+    .await;
     pool
 }
 
@@ -115,19 +116,14 @@ async fn close_closes_kept_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_idle_sweep_retires_kept_connections() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(2)
             .min_size(0)
             .idle_timeout(Duration::from_millis(150))
             .max_lifetime(None)
-            .housekeeping_period(Duration::from_millis(50))
-            .build()
-            .unwrap(),
+            .housekeeping_period(Duration::from_millis(50)),
     )
-    .await
-    .unwrap();
+    .await;
     // Two open, both kept by a thread that then exits.
     drop(futures::future::join_all([pool.get(), pool.get()]).await);
     assert_eq!(pool.metrics().total, 2);

@@ -82,14 +82,10 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_while_connects_fail_and_succeed() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(4)
             .acquire_timeout(Duration::from_millis(200))
-            .max_concurrent_connects(3)
-            .build()
-            .unwrap(),
+            .max_concurrent_connects(3),
     );
     let flipper = {
         let mock = mock.clone();
@@ -139,16 +135,13 @@ async fn each_waiting_caller_causes_exactly_one_connect() {
         if round % 2 == 1 {
             mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
         }
-        let pool = Pool::new(
-            mock.clone(),
+        let pool = support::started(
+            &mock,
             config(4)
                 .max_concurrent_connects(2)
-                .acquire_timeout(Duration::from_secs(30))
-                .build()
-                .unwrap(),
+                .acquire_timeout(Duration::from_secs(30)),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(mock.script.connects(), 1, "Pool::new opens one");
         let all_hold = Arc::new(tokio::sync::Barrier::new(3));
         let mut callers = Vec::new();

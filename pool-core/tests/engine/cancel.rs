@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{assert_settled, config, Mock};
 use pool_core::Pool;
 
@@ -121,16 +122,13 @@ async fn cancelled_during_validation_closes_that_connection_only() {
     let mock = Mock::default();
     mock.script.valid_delay_ms.store(20, Ordering::SeqCst);
     let max = 2;
-    let pool = Pool::new(
-        mock.clone(),
+    let pool = support::started(
+        &mock,
         config(max)
             .validation_mode(pool_core::ValidationMode::IsValid)
-            .validation_bypass(Duration::ZERO)
-            .build()
-            .unwrap(),
+            .validation_bypass(Duration::ZERO),
     )
-    .await
-    .unwrap();
+    .await;
     let mut cancelled = 0;
     for _ in 0..20 {
         // Times out while `is_valid` is running on a used connection; a

@@ -4,20 +4,16 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
 
 #[tokio::test]
 async fn new_opens_min_size_or_one() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(4).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(4)).await;
     assert_eq!(pool.metrics().idle, 1);
     let mock2 = Mock::default();
-    let pool2 = Pool::new(mock2.clone(), config(4).min_size(3).build().unwrap())
-        .await
-        .unwrap();
+    let pool2 = support::started(&mock2, config(4).min_size(3)).await;
     assert_eq!(pool2.metrics().idle, 3);
     assert_eq!(mock2.script.connects(), 3);
     drop(pool);
@@ -67,11 +63,12 @@ async fn new_reports_a_connect_timeout_as_such() {
     assert_eq!(mock.script.connects(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_lazy_opens_nothing_until_needed() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(4).build().unwrap());
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (mock, pool) = support::lazy(config(4));
+    // A day on the paused clock, past every timer the pool could have set:
+    // the runtime was idle throughout, and nothing was opened.
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
     assert_eq!(mock.script.connects(), 0);
     assert_eq!(pool.metrics().total, 0);
     let conn = pool.get().await.unwrap();
@@ -95,10 +92,7 @@ fn new_lazy_outside_a_runtime_does_not_panic() {
 
 #[tokio::test]
 async fn dropping_the_last_handle_drops_the_manager() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).min_size(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2).min_size(2)).await;
     assert_eq!(mock.script.alive(), 2);
     drop(pool);
     // The housekeeper holds only a weak reference: connections and manager go.
@@ -108,15 +102,16 @@ async fn dropping_the_last_handle_drops_the_manager() {
 
 /// A failing `Pool::new` retries its first connect once at once, then
 /// gives its slot back quietly: no refill connect starts behind the error
-/// it is about to return.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// it is about to return: none has started a day later on the paused
+/// clock, every back-off and housekeeping tick long past.
+#[tokio::test(start_paused = true)]
 async fn a_failed_new_starts_no_other_connect() {
     let mock = Mock::default();
     mock.script.set(&mock.script.fail_connect, true);
     mock.script.connect_delay_ms.store(5, Ordering::SeqCst);
     let err = Pool::new(mock.clone(), config(4).min_size(3).build().unwrap()).await;
     assert!(err.is_err());
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
     assert_eq!(
         mock.script.connects(),
         2,
@@ -129,10 +124,7 @@ async fn a_failed_new_starts_no_other_connect() {
 #[tokio::test]
 async fn a_pool_at_max_pool_size_gets_returns_and_reports() {
     let max = pool_core::MAX_POOL_SIZE;
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(max).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(max)).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(pool.get().await.unwrap());

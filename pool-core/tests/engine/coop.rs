@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::support::{config, Mock};
-use pool_core::Pool;
+use crate::support;
+use crate::support::config;
 
 /// tokio's budget per task poll.
 const TOKIO_BUDGET: u32 = 128;
@@ -15,9 +15,7 @@ const EVERY: u32 = 8;
 
 #[tokio::test]
 async fn a_task_looping_on_ready_checkouts_lets_the_others_run() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
     tokio::spawn(async move { r.store(true, Ordering::SeqCst) });

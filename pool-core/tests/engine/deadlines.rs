@@ -6,7 +6,7 @@ use crate::support;
 use std::time::Duration;
 
 use crate::support::{config, until, Mock};
-use pool_core::{Pool, PoolError, TimeoutPhase};
+use pool_core::{PoolError, TimeoutPhase};
 
 fn waited(r: Result<pool_core::PooledConnection<Mock>, PoolError<support::MockError>>) -> Duration {
     match r {
@@ -23,9 +23,7 @@ fn waited(r: Result<pool_core::PooledConnection<Mock>, PoolError<support::MockEr
 /// deadline at all) still fires on time: the sweeper re-arms for it.
 #[tokio::test(start_paused = true)]
 async fn an_earlier_deadline_queued_later_fires_first() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let _held = pool.get().await.unwrap();
     let forever = {
         let pool = pool.clone();
@@ -53,9 +51,7 @@ async fn an_earlier_deadline_queued_later_fires_first() {
 /// Many waiters with staggered deadlines each time out at their own.
 #[tokio::test(start_paused = true)]
 async fn each_waiter_times_out_at_its_own_deadline() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let _held = pool.get().await.unwrap();
     let mut waiters = Vec::new();
     for i in (1..=20u64).rev() {
@@ -77,9 +73,7 @@ async fn each_waiter_times_out_at_its_own_deadline() {
 /// next caller can still use the pool at once.
 #[tokio::test(start_paused = true)]
 async fn a_served_waiter_is_not_timed_out() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -99,10 +93,7 @@ async fn a_served_waiter_is_not_timed_out() {
 /// Dropping the pool ends the sweeper, and the manager is dropped with it.
 #[tokio::test(start_paused = true)]
 async fn dropping_the_pool_ends_the_sweeper() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
     // Arms the sweeper for 60 s.
     let r = tokio::time::timeout(

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support;
 use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError, TimeoutPhase};
 
 #[derive(Debug)]
@@ -126,12 +127,7 @@ async fn a_wait_that_runs_out_says_waiting_and_the_counts() {
 #[tokio::test(start_paused = true)]
 async fn a_timeout_carries_the_last_validation_error() {
     let manager = Switch::default();
-    let pool = Pool::new(
-        manager.clone(),
-        config(1).validation_bypass(Duration::ZERO).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let pool = support::started(&manager, config(1).validation_bypass(Duration::ZERO)).await;
     // The first connection is fresh; let it sit so checkout validates it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     manager.invalid.store(true, Ordering::SeqCst);

@@ -4,15 +4,13 @@
 use std::error::Error;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError, TimeoutPhase};
 
 #[tokio::test(start_paused = true)]
 async fn timeout_names_wait_counts_and_last_error() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let held_at = line!() + 1;
     let _held = pool.get().await.unwrap();
     let err = pool
@@ -77,9 +75,7 @@ async fn backend_and_closed_are_produced() {
     assert_eq!(err.to_string(), "connect failed: connection refused");
     assert_eq!(err.source().unwrap().to_string(), "connection refused");
 
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     pool.close().await;
     let err = pool.get().await.unwrap_err();
     assert!(matches!(err, PoolError::Closed));

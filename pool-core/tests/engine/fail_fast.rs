@@ -71,21 +71,10 @@ async fn waiting_callers_get_the_connect_error_at_once_and_the_pool_recovers() {
 
 #[tokio::test(start_paused = true)]
 async fn with_a_connection_in_use_callers_keep_waiting_and_are_served_by_its_return() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(1).acquire_timeout(THIRTY_S).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(1).acquire_timeout(THIRTY_S)).await;
     let held = pool.get().await.unwrap();
     mock.script.set(&mock.script.fail_connect, true);
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let pool = pool.clone();
-            tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-        })
-        .collect();
+    let waiters: Vec<_> = (0..3).map(|_| support::spawn_get(&pool)).collect();
     until(|| pool.state().waiting == 3).await;
     // Time passes with connects failing (max_size 1 is taken, so none even
     // starts): nobody is failed while a connection could come back.
@@ -104,19 +93,10 @@ async fn with_a_connection_in_use_callers_keep_waiting_and_are_served_by_its_ret
 
 #[tokio::test(start_paused = true)]
 async fn with_room_to_connect_and_one_in_use_callers_still_wait() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(4).acquire_timeout(THIRTY_S).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(4).acquire_timeout(THIRTY_S)).await;
     let held = pool.get().await.unwrap();
     mock.script.set(&mock.script.fail_connect, true);
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     // Connects fail and back off meanwhile, but a connection is in use.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(mock.script.connects() > 2, "connects were retried");
@@ -128,15 +108,7 @@ async fn with_room_to_connect_and_one_in_use_callers_still_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn fail_fast_false_waits_until_the_timeout() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
-        config(2)
-            .acquire_timeout(THIRTY_S)
-            .fail_fast(false)
-            .build()
-            .unwrap(),
-    );
+    let (mock, pool) = support::lazy(config(2).acquire_timeout(THIRTY_S).fail_fast(false));
     mock.script.set(&mock.script.fail_connect, true);
     let started = tokio::time::Instant::now();
     let err = pool.get().await.unwrap_err();
@@ -162,10 +134,7 @@ async fn a_capacity_refusal_keeps_callers_waiting_until_a_connect_succeeds() {
         config(2).acquire_timeout(THIRTY_S).build().unwrap(),
     );
     mock.script.set(&mock.script.refuse_capacity, true);
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         pool.state().waiting,
@@ -182,14 +151,7 @@ async fn a_capacity_refusal_keeps_callers_waiting_until_a_connect_succeeds() {
 
 #[tokio::test(start_paused = true)]
 async fn a_capacity_refusal_times_out_naming_it() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
-        config(2)
-            .acquire_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap(),
-    );
+    let (mock, pool) = support::lazy(config(2).acquire_timeout(Duration::from_secs(2)));
     mock.script.set(&mock.script.refuse_capacity, true);
     let err = pool.get().await.unwrap_err();
     assert!(err.is_timeout(), "{err:?}");
@@ -204,17 +166,12 @@ async fn the_connect_back_off_is_jittered() {
     // not with a fixed schedule.
     let mut counts = std::collections::BTreeSet::new();
     for _ in 0..16 {
-        let mock = Mock::default();
-        let pool = Pool::new(
-            mock.clone(),
+        let (mock, pool) = support::pool(
             config(4)
                 .max_concurrent_connects(1)
-                .acquire_timeout(THIRTY_S)
-                .build()
-                .unwrap(),
+                .acquire_timeout(THIRTY_S),
         )
-        .await
-        .unwrap();
+        .await;
         let _held = pool.get().await.unwrap();
         mock.script.set(&mock.script.fail_connect, true);
         let pool2 = pool.clone();

@@ -4,14 +4,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::{config, until, Mock};
-use pool_core::Pool;
+use crate::support;
+use crate::support::{config, until};
 
 #[tokio::test]
 async fn waiters_are_served_in_arrival_order() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -35,14 +33,9 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test]
 async fn a_newcomer_does_not_overtake_a_waiter() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     until(|| pool.metrics().waiting == 1).await;
     drop(held);
     // The connection went straight to the waiter: nothing is idle for a
@@ -56,9 +49,7 @@ async fn a_newcomer_does_not_overtake_a_waiter() {
 /// by the handoff sees no time pass at all.
 #[tokio::test(start_paused = true)]
 async fn handoff_wakes_the_waiter_without_polling() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let held = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -80,9 +71,7 @@ async fn handoff_wakes_the_waiter_without_polling() {
 /// number of handoffs end within one cycle of each other.
 #[tokio::test]
 async fn exhausted_pool_gives_every_task_the_same_share() {
-    let pool = Pool::new(Mock::default(), config(2).min_size(2).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(2).min_size(2)).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..64 {

@@ -9,6 +9,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{assert_settled, config, Behaviour, Mock, SLOW};
 use pool_core::{Pool, ValidationMode};
 
@@ -27,8 +28,7 @@ async fn warm(pool: &Pool<Mock>, n: usize) -> Vec<u64> {
 
 #[tokio::test(start_paused = true)]
 async fn a_broken_idle_connection_is_not_handed_out_with_validation_off() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(3).build().unwrap());
+    let (mock, pool) = support::lazy(config(3));
     let old = warm(&pool, 2).await;
     // The client noticed both sockets closed while they sat idle.
     mock.script.close_all_open();
@@ -44,14 +44,10 @@ async fn a_broken_idle_connection_is_not_handed_out_with_validation_off() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failure_seen_anywhere_validates_every_connection_inside_the_bypass_window() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(3)
             .validation_mode(ValidationMode::IsValid)
-            .validation_bypass(MINUTE)
-            .build()
-            .unwrap(),
+            .validation_bypass(MINUTE),
     );
     let old = warm(&pool, 3).await;
     let valid = || mock.script.valid_calls.load(Ordering::SeqCst);
@@ -90,14 +86,10 @@ async fn a_failure_seen_anywhere_validates_every_connection_inside_the_bypass_wi
 
 #[tokio::test(start_paused = true)]
 async fn a_validated_connection_passes_the_epoch_once() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(2)
             .validation_mode(ValidationMode::IsValid)
-            .validation_bypass(MINUTE)
-            .build()
-            .unwrap(),
+            .validation_bypass(MINUTE),
     );
     let old = warm(&pool, 2).await;
     tokio::time::advance(Duration::from_millis(5)).await;
@@ -124,25 +116,18 @@ async fn a_validated_connection_passes_the_epoch_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_caller_arriving_while_connects_fail_cuts_the_back_off_short() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(3)
             .acquire_timeout(MINUTE)
             // The one connector place is the one backing off: nobody
             // else will connect for the new caller.
-            .max_concurrent_connects(1)
-            .build()
-            .unwrap(),
+            .max_concurrent_connects(1),
     );
     // One connection stays in use, so the pool is not "down" (fail fast
     // would end the callers' waits): a waiter and a connector backing off.
     let held = pool.get().await.unwrap();
     mock.script.set(&mock.script.fail_connect, true);
-    let first = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let first = support::spawn_get(&pool);
     // Failures in a row: the back-off grows to its 1 s ceiling.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let failed = mock.script.connects();

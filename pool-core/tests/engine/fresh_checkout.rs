@@ -21,10 +21,7 @@ fn validating(max: u32) -> pool_core::PoolConfigBuilder {
 
 #[tokio::test(start_paused = true)]
 async fn a_fresh_connection_is_not_validated_at_its_first_checkout() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), validating(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(validating(2)).await;
     let conn = pool.get().await.unwrap();
     assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 0);
     drop(conn);
@@ -37,8 +34,7 @@ async fn a_fresh_connection_is_not_validated_at_its_first_checkout() {
 async fn a_connection_opened_for_a_waiter_is_not_validated_even_if_checks_fail() {
     // A manager whose check always fails still yields connections: the
     // ones opened for the caller are handed over unchecked.
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), validating(2).build().unwrap());
+    let (mock, pool) = support::lazy(validating(2));
     mock.script.set(&mock.script.fail_valid, true);
     let conn = pool
         .get()
@@ -50,10 +46,7 @@ async fn a_connection_opened_for_a_waiter_is_not_validated_even_if_checks_fail()
 
 #[tokio::test(start_paused = true)]
 async fn a_connection_idle_since_long_ago_is_validated_even_if_never_used() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), validating(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(validating(2)).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let _conn = pool.get().await.unwrap();
     assert_eq!(mock.script.valid_calls.load(Ordering::SeqCst), 1);

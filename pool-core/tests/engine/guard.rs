@@ -2,15 +2,11 @@
 //! frees its slot.
 
 use crate::support;
-use crate::support::{config, Mock};
-use pool_core::Pool;
+use crate::support::config;
 
 #[tokio::test]
 async fn discard_closes_and_frees_the_slot() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(1)).await;
     let conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.discard();
@@ -26,10 +22,7 @@ async fn discard_closes_and_frees_the_slot() {
 
 #[tokio::test]
 async fn detach_takes_the_connection_and_frees_the_slot() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(1)).await;
     let conn = pool.get().await.unwrap();
     let raw = conn.detach();
     assert_eq!(mock.script.alive(), 1, "the detached connection stays open");
@@ -43,9 +36,7 @@ async fn detach_takes_the_connection_and_frees_the_slot() {
 
 #[tokio::test]
 async fn discard_serves_a_waiter_with_a_new_connection() {
-    let pool = Pool::new(Mock::default(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let conn = pool.get().await.unwrap();
     let old = conn.id;
     let waiter = {

@@ -4,51 +4,13 @@
 //! site, with or without the backtrace; `slow_acquire_threshold` logs one
 //! WARN with the wait and the holders; the snapshot counts holders by site.
 
-use std::io;
 use std::panic::Location;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support;
+use crate::support::logs::capture;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PoolError};
-use tracing_subscriber::fmt::MakeWriter;
-
-/// Everything a `tracing` subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let out = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(out.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    (out.clone(), tracing::subscriber::set_default(subscriber))
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -69,9 +31,7 @@ fn at(l: &Location<'_>) -> (&'static str, u32) {
 
 #[tokio::test(start_paused = true)]
 async fn holders_name_this_files_lines_and_how_long_each_is_held() {
-    let pool = Pool::new(Mock::default(), config(3).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(3)).await;
     assert!(pool.holders().is_empty(), "nothing held yet");
 
     let (a, site_a) = (pool.get().await.unwrap(), here());
@@ -116,9 +76,7 @@ async fn hold_from_orders(pool: &Pool<Mock>) -> (pool_core::PooledConnection<Moc
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_names_the_busiest_sites_most_connections_first() {
-    let pool = Pool::new(Mock::default(), config(4).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(4)).await;
     let mut held = Vec::new();
     let mut orders = None;
     for _ in 0..3 {
@@ -163,9 +121,7 @@ fn by_site_line(by_site: &[(&'static Location<'static>, u32)], i: usize) -> (&'s
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_caps_the_sites_it_names() {
-    let pool = Pool::new(Mock::default(), config(5).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(5)).await;
     let _a = pool.get().await.unwrap();
     let _b = pool.get().await.unwrap();
     let _c = pool.get().await.unwrap();

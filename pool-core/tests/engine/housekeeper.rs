@@ -30,19 +30,14 @@ async fn take(pool: &Pool<Mock>, n: usize) -> Vec<PooledConnection<Mock>> {
 
 #[tokio::test(start_paused = true)]
 async fn idle_connections_retire_down_to_min_size_and_never_below() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(5)
             .min_size(2)
             .idle_timeout(10 * SEC)
             .max_lifetime(None)
-            .housekeeping_period(SEC)
-            .build()
-            .unwrap(),
+            .housekeeping_period(SEC),
     )
-    .await
-    .unwrap();
+    .await;
     drop(take(&pool, 5).await);
     assert_eq!(pool.metrics().idle, 5);
 
@@ -114,19 +109,14 @@ async fn lifetimes_are_jittered_and_none_outlives_max_lifetime() {
 
 #[tokio::test(start_paused = true)]
 async fn an_in_use_connection_past_its_lifetime_is_retired_at_its_return() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(2)
             .idle_timeout(None)
             .max_lifetime(10 * SEC)
             .max_lifetime_jitter(0.0)
-            .housekeeping_period(ms(100))
-            .build()
-            .unwrap(),
+            .housekeeping_period(ms(100)),
     )
-    .await
-    .unwrap();
+    .await;
     let mut conn = pool.get().await.unwrap();
     tokio::time::sleep(30 * SEC).await; // many housekeeping passes
     conn.uses.push(1); // still ours
@@ -141,17 +131,7 @@ async fn an_in_use_connection_past_its_lifetime_is_retired_at_its_return() {
 
 #[tokio::test(start_paused = true)]
 async fn losses_are_refilled_to_min_size() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(5)
-            .min_size(3)
-            .housekeeping_period(SEC)
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(5).min_size(3).housekeeping_period(SEC)).await;
     assert_eq!(pool.metrics().idle, 3);
     let mut broken = pool.get().await.unwrap();
     broken.broken = true;
@@ -182,20 +162,15 @@ async fn losses_are_refilled_to_min_size() {
 
 #[tokio::test(start_paused = true)]
 async fn keepalive_pings_idle_connections_at_its_interval_and_retires_failures() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(2)
             .idle_timeout(None)
             .max_lifetime(None)
             .keepalive_interval(5 * SEC)
             // The default period, far longer than the keepalive interval.
-            .housekeeping_period(30 * SEC)
-            .build()
-            .unwrap(),
+            .housekeeping_period(30 * SEC),
     )
-    .await
-    .unwrap();
+    .await;
     let pings = || mock.script.valid_calls.load(Ordering::SeqCst);
     tokio::time::sleep(ms(4_500)).await;
     assert_eq!(pings(), 0, "pinged before the interval");
@@ -219,8 +194,7 @@ async fn keepalive_pings_idle_connections_at_its_interval_and_retires_failures()
 
 #[tokio::test(start_paused = true)]
 async fn soft_evict_all_retires_idle_now_in_use_at_return_and_opening_at_checkout() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(3).build().unwrap());
+    let (mock, pool) = support::lazy(config(3));
     let mut conns = take(&pool, 3).await;
     let in_use = conns.pop().unwrap();
     let old_ids: Vec<u64> = conns.iter().map(|c| c.id).chain([in_use.id]).collect();
@@ -243,10 +217,7 @@ async fn soft_evict_all_retires_idle_now_in_use_at_return_and_opening_at_checkou
     // A connect already under way when the eviction comes is retired at its
     // first checkout; the caller gets a connection opened afterwards.
     mock.script.connect_delay_ms.store(100, Ordering::SeqCst);
-    let getter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let getter = support::spawn_get(&pool);
     support::until(|| pool.metrics().opening == 1).await;
     pool.soft_evict_all();
     let id = getter.await.unwrap().unwrap();
@@ -263,17 +234,7 @@ async fn housekeeper_ends_with_the_last_handle_and_the_manager_is_dropped() {
             .num_alive_tasks()
     };
     let before = tasks();
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(4)
-            .min_size(2)
-            .housekeeping_period(3_600 * SEC)
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(4).min_size(2).housekeeping_period(3_600 * SEC)).await;
     let handle = pool.clone();
     assert_eq!(tasks(), before + 1, "one housekeeper task");
     // Two idle connections and the manager each hold the script.
@@ -305,13 +266,7 @@ async fn housekeeper_ends_when_the_pool_is_closed() {
             .num_alive_tasks()
     };
     let before = tasks();
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(2).housekeeping_period(3_600 * SEC).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(2).housekeeping_period(3_600 * SEC)).await;
     assert_eq!(tasks(), before + 1);
     pool.close().await;
     tokio::time::sleep(ms(1_100)).await;
@@ -322,20 +277,15 @@ async fn housekeeper_ends_when_the_pool_is_closed() {
 
 #[tokio::test(start_paused = true)]
 async fn checkout_serves_and_refuses_expired_connections_with_the_housekeeper_stalled() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(2)
             .idle_timeout(None)
             .max_lifetime(10 * SEC)
             .max_lifetime_jitter(0.0)
             // No retirement pass after the first for an hour.
-            .housekeeping_period(3_600 * SEC)
-            .build()
-            .unwrap(),
+            .housekeeping_period(3_600 * SEC),
     )
-    .await
-    .unwrap();
+    .await;
     let first = pool.get().await.unwrap().id;
     tokio::time::sleep(11 * SEC).await;
     assert_eq!(mock.script.alive(), 1, "the housekeeper was not stalled");
@@ -365,17 +315,14 @@ async fn refill_does_not_race_pool_new_past_min_size() {
     // more on top of them.
     let mock = Mock::default();
     mock.script.connect_delay_ms.store(10, Ordering::SeqCst);
-    let pool = Pool::new(
-        mock.clone(),
+    let pool = support::started(
+        &mock,
         config(10)
             .min_size(3)
             .max_concurrent_connects(2)
-            .housekeeping_period(ms(100))
-            .build()
-            .unwrap(),
+            .housekeeping_period(ms(100)),
     )
-    .await
-    .unwrap();
+    .await;
     tokio::time::sleep(SEC).await;
     let m = pool.metrics();
     assert_eq!((m.total, m.creation_count), (3, 3), "{m:?}");

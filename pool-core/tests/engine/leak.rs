@@ -5,75 +5,14 @@
 //! layer installed for the test's thread (tests run on a current-thread
 //! runtime, so the housekeeper logs there too).
 
-use std::io;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::logs::capture;
 use crate::support::{config, Mock};
 use pool_core::{Pool, PooledConnection};
-use tracing_subscriber::fmt::MakeWriter;
 
 const REPORT: &str = "connection held past the leak detection threshold";
 const RETURNED: &str = "previously reported leaked connection was returned";
-
-/// Everything the subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// Log records (each starts with a level word after the timestamp) that
-    /// contain `needle`, with their level.
-    fn records_with(&self, needle: &str) -> Vec<String> {
-        let text = self.text();
-        let mut records: Vec<String> = Vec::new();
-        for line in text.lines() {
-            let starts_record = ["TRACE", "DEBUG", " INFO", " WARN", "ERROR"]
-                .iter()
-                .any(|l| line.get(..40).is_some_and(|head| head.contains(l)));
-            match records.last_mut() {
-                Some(last) if !starts_record => {
-                    last.push('\n');
-                    last.push_str(line);
-                }
-                _ => records.push(line.to_owned()),
-            }
-        }
-        records.retain(|r| r.contains(needle));
-        records
-    }
-}
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let out = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(out.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    (out, guard)
-}
 
 fn leaky_pool(mock: &Mock, threshold: Option<Duration>) -> Pool<Mock> {
     Pool::new_lazy(

@@ -1,14 +1,11 @@
 //! The idle set hands out the most recently returned connection first.
 
-use crate::support::{config, Mock};
-use pool_core::Pool;
+use crate::support;
+use crate::support::config;
 
 #[tokio::test]
 async fn sequential_load_reuses_one_hot_connection() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(5).min_size(5).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(5).min_size(5)).await;
     assert_eq!(pool.metrics().idle, 5);
     let first = pool.get().await.unwrap().id;
     for _ in 0..200 {
@@ -23,9 +20,7 @@ async fn sequential_load_reuses_one_hot_connection() {
 
 #[tokio::test]
 async fn last_returned_is_first_out() {
-    let pool = Pool::new(Mock::default(), config(3).min_size(3).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(3).min_size(3)).await;
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     let c = pool.get().await.unwrap();
@@ -42,8 +37,7 @@ async fn last_returned_is_first_out() {
 
 #[tokio::test]
 async fn try_get_pops_idle_and_never_connects() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
+    let (mock, pool) = support::lazy(config(2));
     assert!(pool.try_get().is_none());
     assert_eq!(mock.script.connects(), 0);
     let conn = pool.get().await.unwrap();

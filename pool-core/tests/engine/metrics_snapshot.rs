@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{config, Mock};
-use pool_core::{Pool, PoolMetrics};
+use pool_core::PoolMetrics;
 
 /// Counters never go down between two snapshots.
 fn assert_monotonic(before: &PoolMetrics, after: &PoolMetrics) {
@@ -44,17 +44,14 @@ async fn every_snapshot_is_consistent_under_concurrent_load() {
     const ROUNDS: u64 = 300;
     let mock = Mock::default();
     let max = 4;
-    let pool = Pool::new(
-        mock.clone(),
+    let pool = support::started(
+        &mock,
         config(max)
             .min_size(1)
             .max_concurrent_connects(2)
-            .acquire_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(30)),
     )
-    .await
-    .unwrap();
+    .await;
     let done = Arc::new(AtomicBool::new(false));
     let acquired = Arc::new(AtomicU64::new(0));
 
@@ -135,10 +132,7 @@ async fn wait_percentiles_match_a_known_distribution() {
     // exactly 1, 2, ..., 99 ms; the first caller did not wait. Sorted waits
     // are 0..=99 ms: p50 is the 50th (49 ms), p99 the 99th (98 ms).
     const WAITERS: u32 = 99;
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let first = pool.get().await.unwrap();
     let waiters: Vec<_> = (0..WAITERS)
         .map(|_| {
@@ -181,10 +175,7 @@ async fn wait_percentiles_match_a_known_distribution() {
 
 #[tokio::test(start_paused = true)]
 async fn percentiles_of_uncontended_checkouts_are_zero() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(2)).await;
     for _ in 0..50 {
         drop(pool.get().await.unwrap());
     }

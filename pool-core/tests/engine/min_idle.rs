@@ -4,23 +4,19 @@
 
 use std::time::Duration;
 
-use crate::support::{assert_bounds, config, until, Mock};
-use pool_core::{Pool, PoolConfig};
+use crate::support;
+use crate::support::{assert_bounds, config, until};
+use pool_core::PoolConfig;
 
 #[tokio::test(start_paused = true)]
 async fn checkouts_top_up_idle_connections_in_the_background() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(6)
             .min_idle(2)
             .idle_timeout(Duration::from_secs(60))
-            .housekeeping_period(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .housekeeping_period(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     // The housekeeper tops up to two idle.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(pool.state().idle, 2, "{:?}", pool.state());

@@ -3,14 +3,13 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::{ManageConnection, Pool};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panic_while_holding_returns_the_slot() {
-    let pool = Pool::new(Mock::default(), config(2).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(2)).await;
     for _ in 0..10 {
         let p = pool.clone();
         let r = tokio::spawn(async move {

@@ -15,10 +15,7 @@ async fn settle(pool: &Pool<Mock>) {
 
 #[tokio::test]
 async fn broken_return_is_closed() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2)).await;
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.broken = true;
@@ -33,9 +30,7 @@ async fn broken_return_is_closed() {
 async fn dirty_return_is_reset_eagerly_before_reuse() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(5, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&mock, config(1)).await;
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.dirty = true;
@@ -56,9 +51,7 @@ async fn dirty_return_is_reset_eagerly_before_reuse() {
 async fn a_waiter_gets_the_connection_only_after_its_reset() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(10, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&mock, config(1)).await;
     let mut conn = pool.get().await.unwrap();
     let waiter = {
         let pool = pool.clone();
@@ -80,9 +73,7 @@ async fn a_waiter_gets_the_connection_only_after_its_reset() {
 async fn failed_reset_closes_the_connection() {
     let mock = Mock::default();
     mock.script.set(&mock.script.fail_reset, true);
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&mock, config(1)).await;
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
     conn.dirty = true;
@@ -103,15 +94,11 @@ async fn failed_reset_closes_the_connection() {
 async fn reset_that_hangs_is_cut_off_by_validation_timeout() {
     let mock = Mock::default();
     mock.script.reset_delay_ms.store(60_000, Ordering::SeqCst);
-    let pool = Pool::new(
-        mock.clone(),
-        config(1)
-            .validation_timeout(Duration::from_millis(100))
-            .build()
-            .unwrap(),
+    let pool = support::started(
+        &mock,
+        config(1).validation_timeout(Duration::from_millis(100)),
     )
-    .await
-    .unwrap();
+    .await;
     let mut conn = pool.get().await.unwrap();
     conn.dirty = true;
     drop(conn);

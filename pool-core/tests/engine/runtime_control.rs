@@ -5,15 +5,12 @@
 use crate::support;
 use std::time::Duration;
 
-use crate::support::{assert_bounds, config, Mock};
-use pool_core::{ManageConnection, Pool};
+use crate::support::{assert_bounds, config};
+use pool_core::ManageConnection;
 
 #[tokio::test(start_paused = true)]
 async fn retain_closes_the_idle_connections_the_predicate_rejects() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(4).min_size(4).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(4).min_size(4)).await;
     let held = pool.get().await.unwrap();
     let held_id = held.id;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -41,10 +38,7 @@ async fn retain_closes_the_idle_connections_the_predicate_rejects() {
 
 #[tokio::test(start_paused = true)]
 async fn add_fills_a_free_slot_and_gives_the_connection_back_when_full() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2)).await;
     let made = mock.connect().await.unwrap();
     let made_id = made.id;
     pool.add(made).expect("room for one more");
@@ -62,10 +56,7 @@ async fn add_fills_a_free_slot_and_gives_the_connection_back_when_full() {
     let b = pool.get().await.unwrap();
     let ids = [a.id, b.id];
     assert!(ids.contains(&made_id), "{ids:?}");
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get().await.map(|c| c.id) })
-    };
+    let waiter = support::spawn_get(&pool);
     support::until(|| pool.state().waiting == 1).await;
     drop(a);
     waiter.await.unwrap().unwrap();
@@ -77,16 +68,7 @@ async fn add_fills_a_free_slot_and_gives_the_connection_back_when_full() {
 
 #[tokio::test(start_paused = true)]
 async fn resize_down_with_every_connection_in_use_keeps_the_bound_and_serves_every_waiter() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        config(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(config(4).acquire_timeout(Duration::from_secs(30))).await;
     let mut held = Vec::new();
     for _ in 0..4 {
         held.push(pool.get().await.unwrap());
@@ -125,19 +107,22 @@ async fn resize_down_with_every_connection_in_use_keeps_the_bound_and_serves_eve
 
 #[tokio::test(start_paused = true)]
 async fn resize_up_beyond_the_initial_size_and_errors() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).max_size_ceiling(8).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(2).max_size_ceiling(8)).await;
     let mut held = vec![pool.get().await.unwrap(), pool.get().await.unwrap()];
-    assert!(pool.get_timeout(Duration::from_millis(10)).await.is_err());
+    assert!(pool
+        .get_timeout(Duration::from_millis(10))
+        .await
+        .is_err_and(|e| e.is_timeout()));
     pool.resize(6).unwrap();
     for _ in 0..4 {
         held.push(pool.get().await.expect("room after growing"));
     }
     let s = pool.state();
     assert_eq!((s.in_use, s.max_size), (6, 6), "{s:?}");
-    assert!(pool.get_timeout(Duration::from_millis(10)).await.is_err());
+    assert!(pool
+        .get_timeout(Duration::from_millis(10))
+        .await
+        .is_err_and(|e| e.is_timeout()));
     assert_eq!(pool.resize(9).unwrap_err().field(), "max_size");
     assert_eq!(pool.resize(0).unwrap_err().field(), "max_size");
     assert_eq!(pool.state().max_size, 6, "a refused resize changes nothing");

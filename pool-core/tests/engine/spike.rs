@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support;
 use crate::support::{config, Mock};
 use pool_core::Pool;
 
@@ -15,9 +16,7 @@ use pool_core::Pool;
 async fn a_burst_opens_a_handful_not_one_per_request() {
     let mock = Mock::default();
     mock.script.connect_delay_ms.store(150, Ordering::SeqCst);
-    let pool = Pool::new(mock.clone(), config(50).min_size(5).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&mock, config(50).min_size(5)).await;
     assert_eq!(pool.metrics().total, 5);
     let started = tokio::time::Instant::now();
     let mut tasks = Vec::new();
@@ -97,14 +96,10 @@ async fn connects_are_bounded() {
 /// second of backoff.
 #[tokio::test(start_paused = true)]
 async fn recovers_when_the_database_comes_back() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(2)
             .acquire_timeout(Duration::from_millis(300))
-            .fail_fast(false)
-            .build()
-            .unwrap(),
+            .fail_fast(false),
     );
     mock.script.set(&mock.script.fail_connect, true);
     let err = pool.get().await.unwrap_err();

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use crate::support::{config, until, Mock};
-use pool_core::{Pool, PoolError, TimeoutPhase};
+use crate::support;
+use crate::support::{config, until};
+use pool_core::{PoolError, TimeoutPhase};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -14,10 +15,7 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn suspend_blocks_new_connects_and_resume_serves_the_waiter() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(4).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(4)).await;
     assert_eq!(mock.script.connects(), 1);
     let held = pool.get().await.unwrap();
 
@@ -58,8 +56,7 @@ async fn suspend_blocks_new_connects_and_resume_serves_the_waiter() {
 
 #[tokio::test(start_paused = true)]
 async fn resume_opens_the_connections_the_waiters_need() {
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
+    let (mock, pool) = support::lazy(config(2));
     pool.suspend();
     let waiter = {
         let pool = pool.clone();
@@ -82,10 +79,7 @@ async fn resume_opens_the_connections_the_waiters_need() {
 
 #[tokio::test(start_paused = true)]
 async fn get_times_out_while_suspended() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(2)).await;
     pool.suspend();
     let err = pool.get_timeout(ms(500)).await.unwrap_err();
     assert!(
@@ -108,18 +102,13 @@ async fn get_times_out_while_suspended() {
 
 #[tokio::test(start_paused = true)]
 async fn the_housekeeper_retires_nothing_while_suspended() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (_, pool) = support::pool(
         config(2)
             .idle_timeout(ms(1_000))
             .max_lifetime(ms(5_000))
-            .housekeeping_period(ms(200))
-            .build()
-            .unwrap(),
+            .housekeeping_period(ms(200)),
     )
-    .await
-    .unwrap();
+    .await;
     pool.suspend();
     tokio::time::sleep(ms(10_000)).await;
     assert_eq!(pool.metrics().idle, 1, "kept while suspended");
@@ -132,10 +121,7 @@ async fn the_housekeeper_retires_nothing_while_suspended() {
 
 #[tokio::test(start_paused = true)]
 async fn close_works_while_suspended() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(3).min_size(2).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(config(3).min_size(2)).await;
     let held = pool.get().await.unwrap();
     pool.suspend();
     // A waiter parks the idle connection it finds, then waits.

@@ -17,10 +17,7 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn wait_phase_when_every_connection_is_busy() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), config(1).build().unwrap())
-        .await
-        .unwrap();
+    let (_, pool) = support::pool(config(1)).await;
     let _held = pool.get().await.unwrap();
     let err = pool.get_timeout(ms(100)).await.unwrap_err();
     let PoolError::Timeout {
@@ -103,19 +100,14 @@ async fn wait_phase_when_a_connect_hangs() {
 
 #[tokio::test(start_paused = true)]
 async fn validation_phase_when_is_valid_hangs_past_the_deadline() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
+    let (mock, pool) = support::pool(
         config(2)
             .validation_mode(ValidationMode::IsValid)
             .validation_bypass(Duration::ZERO)
             .validation_timeout(Duration::from_secs(30))
-            .acquire_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     // Used once, so it is checked at its next checkout (only a fresh one
     // skips the check).
     support::use_each(&pool, 1).await;
@@ -148,16 +140,12 @@ async fn a_check_timing_out_is_replaced_by_a_fresh_unchecked_connection() {
     // The idle connection's check times out after 100 ms and it is closed;
     // the connection opened in its place is fresh, so it is handed over
     // without a check (it is fresh) within the same `get()`.
-    let mock = Mock::default();
-    let pool = Pool::new_lazy(
-        mock.clone(),
+    let (mock, pool) = support::lazy(
         config(1)
             .validation_mode(ValidationMode::IsValid)
             .validation_bypass(Duration::ZERO)
             .validation_timeout(ms(100))
-            .acquire_timeout(ms(1_050))
-            .build()
-            .unwrap(),
+            .acquire_timeout(ms(1_050)),
     );
     support::use_each(&pool, 1).await;
     mock.script.valid_delay_ms.store(60_000, Ordering::SeqCst);

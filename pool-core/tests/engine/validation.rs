@@ -5,8 +5,8 @@ use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::support::{config, Mock};
-use pool_core::{Pool, PoolError, TimeoutPhase, ValidationMode};
+use crate::support::config;
+use pool_core::{PoolError, TimeoutPhase, ValidationMode};
 
 fn validating(max: u32, bypass: Duration) -> pool_core::PoolConfigBuilder {
     config(max)
@@ -16,13 +16,7 @@ fn validating(max: u32, bypass: Duration) -> pool_core::PoolConfigBuilder {
 
 #[tokio::test(start_paused = true)]
 async fn recently_used_connections_skip_validation() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        validating(1, Duration::from_millis(500)).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(validating(1, Duration::from_millis(500))).await;
     for _ in 0..10 {
         drop(pool.get().await.unwrap());
     }
@@ -34,10 +28,7 @@ async fn recently_used_connections_skip_validation() {
 
 #[tokio::test]
 async fn zero_bypass_validates_every_checkout() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), validating(1, Duration::ZERO).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(validating(1, Duration::ZERO)).await;
     for _ in 0..5 {
         drop(pool.get().await.unwrap());
     }
@@ -47,13 +38,7 @@ async fn zero_bypass_validates_every_checkout() {
 
 #[tokio::test(start_paused = true)]
 async fn invalid_connection_is_replaced_within_the_same_get() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        validating(2, Duration::ZERO).min_size(2).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) = support::pool(validating(2, Duration::ZERO).min_size(2)).await;
     support::use_each(&pool, 2).await;
     mock.script.set(&mock.script.fail_valid, true);
     let handle = {
@@ -81,16 +66,9 @@ async fn invalid_connection_is_replaced_within_the_same_get() {
 /// unchecked (fresh): one connect per stale connection, no churn.
 #[tokio::test(start_paused = true)]
 async fn failing_every_ping_costs_one_connect_per_stale_connection() {
-    let mock = Mock::default();
-    let pool = Pool::new(
-        mock.clone(),
-        validating(1, Duration::ZERO)
-            .acquire_timeout(Duration::from_millis(300))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (mock, pool) =
+        support::pool(validating(1, Duration::ZERO).acquire_timeout(Duration::from_millis(300)))
+            .await;
     support::use_each(&pool, 1).await;
     mock.script.set(&mock.script.fail_valid, true);
     let conn = pool.get().await.unwrap();
@@ -101,10 +79,7 @@ async fn failing_every_ping_costs_one_connect_per_stale_connection() {
 
 #[tokio::test(start_paused = true)]
 async fn hanging_validation_times_out_in_the_validation_phase() {
-    let mock = Mock::default();
-    let pool = Pool::new(mock.clone(), validating(1, Duration::ZERO).build().unwrap())
-        .await
-        .unwrap();
+    let (mock, pool) = support::pool(validating(1, Duration::ZERO)).await;
     support::use_each(&pool, 1).await;
     mock.script.valid_delay_ms.store(60_000, Ordering::SeqCst);
     let err = pool

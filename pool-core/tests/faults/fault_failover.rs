@@ -7,12 +7,12 @@
 //! manager's TCP keepalive defaults and which setting wins.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::fault_support;
+use crate::support::faults;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cluster::Cluster;
+use crate::support::cluster::Cluster;
 use pool_core::managers::tokio_postgres::{
     PostgresManager, DEFAULT_KEEPALIVE_IDLE, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_RETRIES,
 };
@@ -52,27 +52,14 @@ fn both(a: &Cluster, b: &Cluster, app: &str) -> tokio_postgres::Config {
     pg
 }
 
-async fn pool_sessions(cluster: &Cluster, app: &str) -> i64 {
-    cluster
-        .admin()
-        .await
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            &[&app],
-        )
-        .await
-        .expect("pg_stat_activity")
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_connect_skips_a_read_only_server() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let (a, b) = two_clusters().await;
     a.set_read_only(true).await;
     let app = "failover_skip";
-    let pool = fault_support::pool(both(&a, &b, app), 2, |c| c).await;
+    let pool = faults::pool(both(&a, &b, app), 2, |c| c).await;
     let conn = pool.get().await.expect("a checkout");
     let port: i32 = conn
         .query_one("SELECT current_setting('port')::int", &[])
@@ -92,13 +79,13 @@ async fn a_connect_skips_a_read_only_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn writes_follow_the_primary_after_a_read_only_flip() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let (a, b) = two_clusters().await;
     b.set_read_only(true).await;
     let app = "failover_flip";
     const MAX: u32 = 8;
     const TASKS: usize = 16;
-    let pool = fault_support::pool(both(&a, &b, app), MAX, |c| c).await;
+    let pool = faults::pool(both(&a, &b, app), MAX, |c| c).await;
 
     // Writers: each write reports the port of the server that took it.
     let stop = Arc::new(AtomicBool::new(false));
@@ -138,7 +125,8 @@ async fn writes_follow_the_primary_after_a_read_only_flip() {
 
     // Within a bound, the pool's sessions on the old primary are gone.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while pool_sessions(&a, app).await > 0 {
+    let watch_a = a.admin().await;
+    while crate::support::pg::sessions(&watch_a, app).await > 0 {
         assert!(
             Instant::now() < deadline,
             "the pool still holds sessions on the read-only server 10 s after the flip"

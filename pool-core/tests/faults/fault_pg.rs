@@ -5,21 +5,21 @@
 //! never above `max_size`, no slot lost, a fresh `get()` works after
 //! recovery) and prints its figures (`--nocapture`), with a verdict on
 //! each of the fault targets (`fault_support`): outcomes asserted, timings reported (see
-//! `fault_support::Enforce`).
+//! `faults::Enforce`).
 //!
 //! Run: `cargo test -p pool-core --all-features --test fault_pg -- --include-ignored --nocapture`.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::fault_support;
+use crate::support::faults;
 use std::time::{Duration, Instant};
 
-use crate::cluster::Cluster;
-use crate::fault_support::proxy::Proxy;
-use crate::fault_support::{
+use crate::support::cluster::Cluster;
+use crate::support::faults::proxy::Proxy;
+use crate::support::faults::{
     assert_invariants, check_90pct_within_100ms, check_errors_per_kill,
     check_fast_errors_while_down, check_first_success_within_10ms,
     check_no_dead_connection_after_up, start_load, start_sampler, target, terminate_all, Enforce,
-    Figures, LoadSpec, Timeline,
+    Figures, Load, LoadSpec, Op, PgPool, Sampler, Sessions, Timeline,
 };
 
 const MAX: u32 = 12;
@@ -61,40 +61,83 @@ fn through(proxy: &Proxy, app: &str) -> tokio_postgres::Config {
     pg
 }
 
-fn counted(ops: &[fault_support::Op]) -> usize {
+fn counted(ops: &[faults::Op]) -> usize {
     ops.len()
 }
 
-/// The pool's sessions, by `application_name`.
-async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
-    admin
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            &[&app],
-        )
-        .await
-        .expect("pg_stat_activity")
-        .get(0)
+/// A fault scenario's pool under load: its sessions sampled on the server
+/// and the load running, `BEFORE` the fault already.
+struct UnderLoad {
+    pool: PgPool,
+    sampler: Sampler,
+    load: Load,
+}
+
+impl UnderLoad {
+    async fn start(pool: PgPool, cluster: &Cluster, app: &str) -> UnderLoad {
+        let sampler = start_sampler(cluster.admin_config(), app, MAX);
+        let load = start_load(&pool, LoadSpec::default());
+        tokio::time::sleep(BEFORE).await;
+        UnderLoad {
+            pool,
+            sampler,
+            load,
+        }
+    }
+
+    /// Runs the load `AFTER` the fault, then stops it: every operation, and
+    /// the sessions the server saw.
+    async fn finish(self) -> (PgPool, Vec<Op>, Sessions) {
+        tokio::time::sleep(AFTER).await;
+        let ops = self.load.finish(TASK_BOUND).await;
+        let seen = self.sampler.finish().await;
+        (self.pool, ops, seen)
+    }
+}
+
+/// The targets after the server went away and came back (stopped, killed):
+/// fast errors while it is down and no dead connection after it is up
+/// asserted, the recovery timings reported.
+fn recovery_targets(f: &Figures) {
+    target(
+        "fast errors while down",
+        check_fast_errors_while_down(f),
+        Enforce::Yes,
+    );
+    target(
+        "first success <= 10 ms",
+        check_first_success_within_10ms(f),
+        Enforce::No,
+    );
+    target(
+        "90% throughput within 100 ms",
+        check_90pct_within_100ms(f),
+        Enforce::No,
+    );
+    target(
+        "no dead connection after restart",
+        check_no_dead_connection_after_up(f),
+        Enforce::Yes,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_all_backends_once() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_terminate_once";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
-    let sampler = start_sampler(cluster.admin_config(), app, MAX);
-    let load = start_load(&pool, LoadSpec::default());
-    tokio::time::sleep(BEFORE).await;
+    let run = UnderLoad::start(
+        faults::pool(pg_config(&cluster, app), MAX, |b| b).await,
+        &cluster,
+        app,
+    )
+    .await;
 
     let fault = Instant::now();
     let killed = terminate_all(&admin, app).await;
-    tokio::time::sleep(AFTER).await;
-
-    let ops = load.finish(TASK_BOUND).await;
-    let seen = sampler.finish().await;
+    let (pool, ops, seen) = run.finish().await;
     let timeline = Timeline::at(fault);
     let f = Figures::compute("terminate once", &ops, timeline, killed, seen, MAX);
     f.print();
@@ -128,14 +171,16 @@ async fn terminate_all_backends_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_backends_repeatedly() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_terminate_repeat";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
-    let sampler = start_sampler(cluster.admin_config(), app, MAX);
-    let load = start_load(&pool, LoadSpec::default());
-    tokio::time::sleep(BEFORE).await;
+    let run = UnderLoad::start(
+        faults::pool(pg_config(&cluster, app), MAX, |b| b).await,
+        &cluster,
+        app,
+    )
+    .await;
 
     const ROUNDS: usize = 5;
     let mut kills = Vec::with_capacity(ROUNDS);
@@ -145,10 +190,7 @@ async fn terminate_backends_repeatedly() {
         killed += terminate_all(&admin, app).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
     }
-    tokio::time::sleep(AFTER).await;
-
-    let ops = load.finish(TASK_BOUND).await;
-    let seen = sampler.finish().await;
+    let (pool, ops, seen) = run.finish().await;
     let last = *kills.last().expect("rounds");
     let timeline = Timeline {
         fault: kills[0],
@@ -179,13 +221,15 @@ async fn terminate_backends_repeatedly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn stop_the_server_for_3s() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_stop";
     let cluster = start_cluster().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
-    let sampler = start_sampler(cluster.admin_config(), app, MAX);
-    let load = start_load(&pool, LoadSpec::default());
-    tokio::time::sleep(BEFORE).await;
+    let run = UnderLoad::start(
+        faults::pool(pg_config(&cluster, app), MAX, |b| b).await,
+        &cluster,
+        app,
+    )
+    .await;
 
     let fault = Instant::now();
     tokio::task::block_in_place(|| cluster.stop());
@@ -193,99 +237,53 @@ async fn stop_the_server_for_3s() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     tokio::task::block_in_place(|| cluster.restart());
     let up = Instant::now();
-    tokio::time::sleep(AFTER).await;
-
-    let ops = load.finish(TASK_BOUND).await;
-    let seen = sampler.finish().await;
+    let (pool, ops, seen) = run.finish().await;
     let f = Figures::compute("stop 3 s", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
-    // Fail fast asserted; the recovery timings (first success, 90 %
-    // throughput) reported.
-    target(
-        "fast errors while down",
-        check_fast_errors_while_down(&f),
-        Enforce::Yes,
-    );
-    target(
-        "first success <= 10 ms",
-        check_first_success_within_10ms(&f),
-        Enforce::No,
-    );
-    target(
-        "90% throughput within 100 ms",
-        check_90pct_within_100ms(&f),
-        Enforce::No,
-    );
-    // No dead connection after a restart.
-    target(
-        "no dead connection after restart",
-        check_no_dead_connection_after_up(&f),
-        Enforce::Yes,
-    );
+    // Fail fast and no dead connection after the restart asserted; the
+    // recovery timings (first success, 90 % throughput) reported.
+    recovery_targets(&f);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_the_postmaster_and_restart() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_kill9";
     let cluster = start_cluster().await;
-    let pool = fault_support::pool(pg_config(&cluster, app), MAX, |b| b).await;
-    let sampler = start_sampler(cluster.admin_config(), app, MAX);
-    let load = start_load(&pool, LoadSpec::default());
-    tokio::time::sleep(BEFORE).await;
+    let run = UnderLoad::start(
+        faults::pool(pg_config(&cluster, app), MAX, |b| b).await,
+        &cluster,
+        app,
+    )
+    .await;
 
     let fault = Instant::now();
     tokio::task::block_in_place(|| cluster.kill9());
     let down = Instant::now();
     tokio::task::block_in_place(|| cluster.restart());
     let up = Instant::now();
-    tokio::time::sleep(AFTER).await;
-
-    let ops = load.finish(TASK_BOUND).await;
-    let seen = sampler.finish().await;
+    let (pool, ops, seen) = run.finish().await;
     let f = Figures::compute("kill -9", &ops, Timeline { fault, down, up }, 0, seen, MAX);
     f.print();
     assert_invariants(&pool, &f).await;
-    // As for `stop_the_server_for_3s`.
-    target(
-        "fast errors while down",
-        check_fast_errors_while_down(&f),
-        Enforce::Yes,
-    );
-    target(
-        "first success <= 10 ms",
-        check_first_success_within_10ms(&f),
-        Enforce::No,
-    );
-    target(
-        "90% throughput within 100 ms",
-        check_90pct_within_100ms(&f),
-        Enforce::No,
-    );
-    target(
-        "no dead connection after restart",
-        check_no_dead_connection_after_up(&f),
-        Enforce::Yes,
-    );
+    recovery_targets(&f);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn blackhole_the_network_under_load() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_blackhole_load";
     let cluster = start_cluster().await;
     let proxy = Proxy::start(([127, 0, 0, 1], cluster.port()).into()).await;
     let pg = through(&proxy, app);
-    let pool = fault_support::pool(pg, MAX, |b| {
+    let pool = faults::pool(pg, MAX, |b| {
         b.validation_timeout(Duration::from_millis(500))
     })
     .await;
-    let sampler = start_sampler(cluster.admin_config(), app, MAX);
-    let load = start_load(&pool, LoadSpec::default());
-    tokio::time::sleep(BEFORE).await;
+    let run = UnderLoad::start(pool, &cluster, app).await;
 
     // Longer than the validation timeout.
     let fault = Instant::now();
@@ -294,10 +292,7 @@ async fn blackhole_the_network_under_load() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.resume();
     let up = Instant::now();
-    tokio::time::sleep(AFTER).await;
-
-    let ops = load.finish(TASK_BOUND).await;
-    let seen = sampler.finish().await;
+    let (pool, ops, seen) = run.finish().await;
     let f = Figures::compute(
         "blackhole 2 s",
         &ops,
@@ -326,7 +321,7 @@ async fn blackhole_the_network_under_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn a_blackholed_connection_is_closed_at_checkout() {
-    let _serial = fault_support::serial().await;
+    let _serial = faults::serial().await;
     let app = "fault_blackhole_checkout";
     let cluster = start_cluster().await;
     let admin = cluster.admin().await;
@@ -334,7 +329,7 @@ async fn a_blackholed_connection_is_closed_at_checkout() {
     let pg = through(&proxy, app);
     const VALIDATION: Duration = Duration::from_millis(300);
     const ACQUIRE: Duration = Duration::from_secs(1);
-    let pool = fault_support::pool(pg, 2, |b| {
+    let pool = faults::pool(pg, 2, |b| {
         b.validation_timeout(VALIDATION)
             .validation_bypass(Duration::ZERO)
             .acquire_timeout(ACQUIRE)
@@ -343,7 +338,7 @@ async fn a_blackholed_connection_is_closed_at_checkout() {
     .await;
     drop(pool.get().await.expect("first checkout"));
     assert_eq!(pool.metrics().idle, 1, "one idle connection");
-    assert_eq!(sessions(&admin, app).await, 1);
+    assert_eq!(crate::support::pg::sessions(&admin, app).await, 1);
     let closed_before = proxy.client_closed();
 
     proxy.blackhole();

@@ -3,10 +3,8 @@
 //! real-database tests so that their load does not blur the timings.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "../cluster/mod.rs"]
-mod cluster;
-#[path = "../fault_support/mod.rs"]
-mod fault_support;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod fault_failover;
 mod fault_pg;

@@ -5,8 +5,8 @@
 //! `PgConnection` in `sqlx_failover`, with the `sqlx-postgres` feature).
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "../cluster/mod.rs"]
-mod cluster;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod failover;
 mod routing;
@@ -15,10 +15,10 @@ mod sqlx_failover;
 
 use std::time::Duration;
 
-use cluster::Cluster;
 use pool_core::managers::hosts::{HostPool, HostTls};
 use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::PoolConfig;
+use support::cluster::Cluster;
 use tokio::sync::Mutex;
 
 /// One pair of servers at a time: each test starts its own.

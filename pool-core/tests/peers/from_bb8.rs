@@ -10,6 +10,7 @@ use pool_core::{async_trait, Hooks, Pool, PoolError, TimeoutPhase};
 use tokio::time::sleep;
 
 use crate::peer::{checked, Peer};
+use crate::support;
 use crate::support::{eventually, until, Behaviour, Conn, MockError};
 
 fn lazy(peer: &Peer, config: pool_core::PoolConfigBuilder) -> Pool<Peer> {
@@ -21,9 +22,7 @@ fn lazy(peer: &Peer, config: pool_core::PoolConfigBuilder) -> Pool<Peer> {
 #[tokio::test(start_paused = true)]
 async fn test_max_size_ok() {
     let peer = Peer::connects(5);
-    let pool = Pool::new(peer.clone(), checked(5).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(5)).await;
     let mut tasks = Vec::new();
     let (held_tx, mut held_rx) = tokio::sync::mpsc::unbounded_channel();
     let release = Arc::new(tokio::sync::Notify::new());
@@ -150,15 +149,11 @@ async fn test_lazy_initialization_failure_no_retry() {
 #[tokio::test(start_paused = true)]
 async fn test_get_timeout() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
-        checked(1)
-            .acquire_timeout(Duration::from_millis(100))
-            .build()
-            .unwrap(),
+    let pool = support::started(
+        &peer,
+        checked(1).acquire_timeout(Duration::from_millis(100)),
     )
-    .await
-    .unwrap();
+    .await;
     let held = pool.get().await.unwrap();
     match pool.get().await {
         Err(PoolError::Timeout { phase, waited, .. }) => {
@@ -175,15 +170,7 @@ async fn test_get_timeout() {
 #[tokio::test(start_paused = true)]
 async fn test_lots_of_waiters() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
-        checked(3)
-            .acquire_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let pool = support::started(&peer, checked(3).acquire_timeout(Duration::from_secs(5))).await;
     let tasks: Vec<_> = (0..25_000)
         .map(|_| {
             let pool = pool.clone();
@@ -201,15 +188,7 @@ async fn test_lots_of_waiters() {
 #[tokio::test(start_paused = true)]
 async fn test_timeout_caller() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
-        checked(1)
-            .acquire_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    let pool = support::started(&peer, checked(1).acquire_timeout(Duration::from_secs(5))).await;
     let one = pool.get().await.unwrap();
     let gave_up = tokio::time::timeout(Duration::from_millis(100), pool.get()).await;
     assert!(gave_up.is_err(), "still waiting when the caller gave up");
@@ -224,16 +203,13 @@ async fn test_timeout_caller() {
 #[tokio::test(start_paused = true)]
 async fn test_now_invalid() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(2)
             .min_idle(2)
-            .acquire_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     let s = &peer.mock.script;
@@ -252,18 +228,15 @@ async fn test_now_invalid() {
 #[tokio::test(start_paused = true)]
 async fn test_idle_timeout() {
     let peer = Peer::connects(5);
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(5)
             .min_idle(5)
             .idle_timeout(Duration::from_secs(1))
             .housekeeping_period(Duration::from_secs(1))
-            .acquire_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     eventually("min_idle filled", || pool.state().idle == 5).await;
     let held = pool.get().await.unwrap();
     sleep(Duration::from_secs(2)).await;
@@ -281,19 +254,16 @@ async fn test_idle_timeout() {
 #[tokio::test(start_paused = true)]
 async fn test_max_lifetime() {
     let peer = Peer::connects(5);
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(5)
             .min_idle(5)
             .max_lifetime(Duration::from_secs(1))
             .max_lifetime_jitter(0.0)
             .housekeeping_period(Duration::from_secs(1))
-            .acquire_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     eventually("min_idle filled", || pool.state().idle == 5).await;
     let held = pool.get().await.unwrap();
     sleep(Duration::from_secs(2)).await;
@@ -309,17 +279,14 @@ async fn test_max_lifetime() {
 #[tokio::test(start_paused = true)]
 async fn test_max_lifetime_reap_on_drop() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(10)
             .max_lifetime(Duration::from_secs(1))
             .housekeeping_period(Duration::from_secs(999))
-            .acquire_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .acquire_timeout(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     let conn = pool.get().await.unwrap();
     sleep(Duration::from_secs(2)).await;
     assert_eq!(peer.closed(), 0);
@@ -335,9 +302,7 @@ async fn test_max_lifetime_reap_on_drop() {
 #[tokio::test(start_paused = true)]
 async fn test_min_idle() {
     let peer = Peer::default();
-    let pool = Pool::new(peer.clone(), checked(5).min_idle(2).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(5).min_idle(2)).await;
     eventually("min_idle filled", || pool.state().idle == 2).await;
     assert_eq!(pool.state().total, 2);
     let held: Vec<_> = {
@@ -358,16 +323,13 @@ async fn test_min_idle() {
 #[tokio::test(start_paused = true)]
 async fn test_conns_drop_on_pool_drop() {
     let peer = Peer::default();
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(10)
             .min_idle(10)
-            .max_lifetime(Duration::from_secs(10))
-            .build()
-            .unwrap(),
+            .max_lifetime(Duration::from_secs(10)),
     )
-    .await
-    .unwrap();
+    .await;
     eventually("min_idle filled", || pool.state().idle == 10).await;
     drop(pool);
     eventually("all closed", || peer.closed() == 10).await;
@@ -380,9 +342,7 @@ async fn test_conns_drop_on_pool_drop() {
 async fn test_retry() {
     let peer = Peer::default();
     peer.plan.failing_checks.store(1, Ordering::SeqCst);
-    let pool = Pool::new(peer.clone(), checked(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(1)).await;
     for _ in 0..2 {
         pool.get().await.expect("served despite one failed check");
     }
@@ -516,9 +476,7 @@ async fn test_broken_connections_dont_starve_pool() {
 #[tokio::test(start_paused = true)]
 async fn test_state_get_contention() {
     let peer = Peer::default();
-    let pool = Pool::new(peer.clone(), checked(1).min_idle(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(1).min_idle(1)).await;
     let held = pool.get().await.unwrap();
     let waiter = tokio::spawn({
         let pool = pool.clone();
@@ -538,9 +496,7 @@ async fn test_state_get_contention() {
 #[tokio::test(start_paused = true)]
 async fn test_statistics_connections_created() {
     let peer = Peer::default();
-    let pool = Pool::new(peer.clone(), checked(1).min_idle(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(1).min_idle(1)).await;
     tokio::spawn({
         let pool = pool.clone();
         async move { drop(pool.get().await.unwrap()) }
@@ -569,9 +525,7 @@ async fn test_can_use_added_connections() {
 #[tokio::test(start_paused = true)]
 async fn test_add_ok_until_max_size() {
     let peer = Peer::default();
-    let pool = Pool::new(peer.clone(), checked(3).min_idle(1).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(3).min_idle(1)).await;
     for _ in 0..2 {
         pool.add(peer.dedicated().await).expect("room");
     }

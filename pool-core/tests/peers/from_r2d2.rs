@@ -11,16 +11,12 @@ use pool_core::{async_trait, Hooks, Pool, PoolError, TimeoutPhase};
 use tokio::time::sleep;
 
 use crate::peer::{checked, Peer};
+use crate::support;
 use crate::support::{eventually, Behaviour, Conn, MockError};
 
 /// r2d2's `build`: a pool opened full (`min_idle == max_size`).
 async fn full(peer: &Peer, config: pool_core::PoolConfigBuilder, max: u32) -> Pool<Peer> {
-    let pool = Pool::new(
-        peer.clone(),
-        config.max_size(max).min_idle(max).build().unwrap(),
-    )
-    .await
-    .unwrap();
+    let pool = support::started(peer, config.max_size(max).min_idle(max)).await;
     eventually("the pool filled", || pool.state().idle == max).await;
     pool
 }
@@ -135,9 +131,7 @@ async fn test_issue_2_unlocked_during_is_valid() {
 async fn test_drop_on_broken() {
     let peer = Peer::default();
     peer.mock.script.on_has_broken.set(Behaviour::Err);
-    let pool = Pool::new(peer.clone(), checked(10).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(10)).await;
     let conn = pool
         .get()
         .await
@@ -272,16 +266,13 @@ async fn test_idle_timeout() {
 #[tokio::test(start_paused = true)]
 async fn idle_timeout_partial_use() {
     let peer = Peer::connects(5);
-    let pool = Pool::new(
-        peer.clone(),
+    let pool = support::started(
+        &peer,
         checked(5)
             .idle_timeout(Duration::from_secs(1))
-            .housekeeping_period(Duration::from_secs(1))
-            .build()
-            .unwrap(),
+            .housekeeping_period(Duration::from_secs(1)),
     )
-    .await
-    .unwrap();
+    .await;
     let mut five = Vec::new();
     for _ in 0..5 {
         five.push(pool.get().await.unwrap());
@@ -324,9 +315,7 @@ async fn test_max_lifetime() {
 #[tokio::test(start_paused = true)]
 async fn min_idle() {
     let peer = Peer::default();
-    let pool = Pool::new(peer.clone(), checked(5).min_idle(2).build().unwrap())
-        .await
-        .unwrap();
+    let pool = support::started(&peer, checked(5).min_idle(2)).await;
     sleep(Duration::from_secs(1)).await;
     assert_eq!(pool.state().idle, 2);
     assert_eq!(pool.state().total, 2);

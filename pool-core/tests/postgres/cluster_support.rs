@@ -3,7 +3,7 @@
 //! accepts new ones on the same port, and passwords are checked over TCP.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
+use crate::support::cluster;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::NoTls;

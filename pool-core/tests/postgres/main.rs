@@ -3,10 +3,8 @@
 //! tests start themselves. One module per area.
 #![cfg(feature = "tokio-postgres")]
 
-#[path = "../cluster/mod.rs"]
-mod cluster;
-#[path = "../pg_env/mod.rs"]
-mod pg_env;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod cluster_support;
 mod tokio_postgres_abandoned;

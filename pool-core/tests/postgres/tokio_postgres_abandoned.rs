@@ -2,7 +2,7 @@
 //! cancelled on the server and its connection is retired.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::pg_env;
+use crate::support;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,11 +15,11 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired() {
-    let url = pg_env::database_url("timed_out_query_is_cancelled");
-    let admin = pg_env::admin(&url).await;
-    let m = PostgresManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
+    let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let mut conn = m.connect().await.expect("connect");
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
 
     let err = conn
         .with_timeout(
@@ -42,9 +42,9 @@ async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired()
 
     // The server stopped the sleep: the backend goes idle long before 5 s.
     let started = Instant::now();
-    let idle = pg_env::eventually(Duration::from_secs(3), || {
+    let idle = support::db::eventually(Duration::from_secs(3), || {
         let admin = &admin;
-        async move { pg_env::backend_state(admin, pid).await.as_deref() == Some("idle") }
+        async move { support::pg::backend_state(admin, pid).await.as_deref() == Some("idle") }
     })
     .await;
     assert!(
@@ -57,8 +57,8 @@ async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired()
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn query_within_the_limit_passes_through() {
-    let url = pg_env::database_url("query_within_the_limit");
-    let m = PostgresManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let mut conn = m.connect().await.expect("connect");
     let row = conn
         .with_timeout(Duration::from_secs(5), conn.query_one("SELECT 41 + 1", &[]))
@@ -144,8 +144,8 @@ fn via_proxy(direct: &tokio_postgres::Config, port: u16) -> tokio_postgres::Conf
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn cancel_that_cannot_reach_the_server_is_reported() {
-    let url = pg_env::database_url("cancel_unreachable");
-    let direct = pg_env::config(&url);
+    let url = support::db::url("DATABASE_URL");
+    let direct = support::pg::config(&url);
     let proxy_port = one_shot_proxy(&direct, AfterFirst::Close).await;
     let m = PostgresManager::new(via_proxy(&direct, proxy_port), NoTls);
     let mut conn = m.connect().await.expect("connect through the proxy");
@@ -172,8 +172,8 @@ async fn cancel_that_cannot_reach_the_server_is_reported() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
-    let url = pg_env::database_url("cancel_hangs");
-    let direct = pg_env::config(&url);
+    let url = support::db::url("DATABASE_URL");
+    let direct = support::pg::config(&url);
     let proxy_port = one_shot_proxy(&direct, AfterFirst::Stall).await;
     let m = PostgresManager::new(via_proxy(&direct, proxy_port), NoTls)
         .cancel_timeout(Duration::from_millis(300));
@@ -194,7 +194,7 @@ async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
         .collect();
     // Bounded polling until the queue is full: Linux queues backlog + 1 = 2
     // connections (their connects return); the other fillers' connects hang.
-    let filled = pg_env::eventually(Duration::from_secs(5), || {
+    let filled = support::db::eventually(Duration::from_secs(5), || {
         let connected = connected.clone();
         async move { connected.load(Ordering::SeqCst) >= 2 }
     })

@@ -6,14 +6,14 @@
 //! pool that is never rebuilt.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
+use crate::support::cluster;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use pool_core::managers::tokio_postgres::{PgError, PostgresManager};
-use pool_core::{ManageConnection, Pool, PoolConfig};
+use pool_core::{ManageConnection, Pool};
 use tokio_postgres::NoTls;
 
 /// A manager for `rotor` over TCP whose password comes from `secret`;
@@ -55,12 +55,7 @@ async fn rotating_the_password_needs_no_restart() {
 
     let secret = Arc::new(RwLock::new(String::from("first-secret")));
     let calls = Arc::new(AtomicU32::new(0));
-    let config = PoolConfig::builder()
-        .max_size(2)
-        .min_size(2)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .expect("config");
+    let config = crate::support::db::pool_config(2, 2, Duration::from_secs(10));
     let pool = Pool::new(manager(&cluster, &secret, &calls), config)
         .await
         .expect("pool logs in with the first password");

@@ -8,7 +8,6 @@
 //! busy ones grow.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +76,9 @@ async fn child(spec: &str) {
     let run = Duration::from_millis(run_ms.parse().expect("run ms"));
     let dir = std::path::Path::new(dir);
 
-    let mut pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let mut pg: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     pg.application_name(app_name(budget, index));
     let manager = PostgresManager::new(pg, NoTls).fleet_budget(budget, BUDGET);
     let config = PoolConfig::builder()
@@ -145,7 +146,7 @@ impl Sample {
 }
 
 fn parent() {
-    let url = cluster::database_url();
+    let url = crate::support::db::url("DATABASE_URL");
     let budget_name = format!("pc_fleet_{}", std::process::id());
     let budget = FleetBudget::new(&budget_name, BUDGET).expect("budget");
     let exe = std::env::current_exe().expect("the test binary");
@@ -315,7 +316,7 @@ async fn sample(
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
-    let url = cluster::database_url();
+    let url = crate::support::db::url("DATABASE_URL");
     let name = format!("pc_fleet_small_{}", std::process::id());
     let manager =
         PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).fleet_budget(&name, 2);
@@ -345,12 +346,7 @@ async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     assert!(c.fleet_ticket().is_some());
 
     // Through a pool, a timeout names the budget.
-    let config = PoolConfig::builder()
-        .max_size(4)
-        .min_size(0)
-        .acquire_timeout(Duration::from_millis(300))
-        .build()
-        .expect("config");
+    let config = crate::support::db::pool_config(4, 0, Duration::from_millis(300));
     let pool = Pool::new_lazy(manager, config);
     let err = pool.get().await.expect_err("no ticket for the pool");
     let text = format!("{err}");

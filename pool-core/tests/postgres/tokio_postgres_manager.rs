@@ -2,7 +2,7 @@
 //! cache and secrecy, called directly as the pool would.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::pg_env;
+use crate::support;
 use std::time::Duration;
 
 use pool_core::managers::tokio_postgres::PostgresManager;
@@ -12,22 +12,22 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn connects_validates_and_sees_a_terminated_backend() {
-    let url = pg_env::database_url("connects_validates");
-    let admin = pg_env::admin(&url).await;
-    let m = PostgresManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
+    let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let mut conn = m.connect().await.expect("connect");
     m.is_valid(&mut conn)
         .await
         .expect("fresh connection is valid");
     assert!(!m.has_broken(&mut conn));
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
 
     admin
         .execute("SELECT pg_terminate_backend($1)", &[&pid])
         .await
         .expect("terminate");
     // The client learns of it when the connection task reads the socket.
-    let noticed = pg_env::eventually(Duration::from_secs(5), || {
+    let noticed = support::db::eventually(Duration::from_secs(5), || {
         let closed = conn.is_closed();
         async move { closed }
     })
@@ -40,21 +40,12 @@ async fn connects_validates_and_sees_a_terminated_backend() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn is_valid_fails_once_the_backend_is_gone_even_before_the_client_knows() {
-    let url = pg_env::database_url("is_valid_fails");
-    let admin = pg_env::admin(&url).await;
-    let m = PostgresManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
+    let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let mut conn = m.connect().await.expect("connect");
-    let pid = pg_env::backend_pid(&conn).await;
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .expect("terminate");
-    let gone = pg_env::eventually(Duration::from_secs(5), || {
-        let admin = &admin;
-        async move { pg_env::backend_state(admin, pid).await.is_none() }
-    })
-    .await;
-    assert!(gone, "backend exited");
+    let pid = support::pg::backend_pid(&conn).await;
+    support::pg::terminate(&admin, pid).await;
     assert!(m.is_valid(&mut conn).await.is_err());
     assert!(
         m.has_broken(&mut conn),
@@ -81,8 +72,8 @@ async fn prepared_on_server(conn: &tokio_postgres::Client) -> usize {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn prepare_cached_reuses_statements_per_connection() {
-    let url = pg_env::database_url("prepare_cached");
-    let m = PostgresManager::new(pg_env::config(&url), NoTls);
+    let url = support::db::url("DATABASE_URL");
+    let m = PostgresManager::new(support::pg::config(&url), NoTls);
     let conn = m.connect().await.expect("connect");
     let a = conn
         .prepare_cached("SELECT $1::int")
@@ -123,15 +114,15 @@ async fn prepare_cached_reuses_statements_per_connection() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn statement_cache_respects_its_capacity() {
-    let url = pg_env::database_url("statement_cache_capacity");
-    let off = PostgresManager::new(pg_env::config(&url), NoTls).statement_cache_capacity(0);
+    let url = support::db::url("DATABASE_URL");
+    let off = PostgresManager::new(support::pg::config(&url), NoTls).statement_cache_capacity(0);
     let conn = off.connect().await.expect("connect");
     let _a = conn.prepare_cached("SELECT 1").await.expect("prepare");
     let _b = conn.prepare_cached("SELECT 1").await.expect("prepare");
     assert_eq!(conn.statement_cache_len(), 0);
     assert_eq!(prepared_on_server(&conn).await, 2, "each call prepared");
 
-    let one = PostgresManager::new(pg_env::config(&url), NoTls).statement_cache_capacity(1);
+    let one = PostgresManager::new(support::pg::config(&url), NoTls).statement_cache_capacity(1);
     let conn = one.connect().await.expect("connect");
     conn.prepare_cached("SELECT 1").await.expect("prepare");
     conn.prepare_cached("SELECT 2").await.expect("prepare");

@@ -12,7 +12,7 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
+use crate::support::cluster;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -147,11 +147,7 @@ impl Drop for Bouncer {
 }
 
 fn pool_config() -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(POOL)
-        .acquire_timeout(Duration::from_secs(20))
-        .build()
-        .expect("valid config")
+    crate::support::db::pool_config(POOL, 0, Duration::from_secs(20))
 }
 
 /// The server's message for a database error, else the driver's text.
@@ -233,7 +229,9 @@ async fn load(pool: &Pool<PostgresManager<NoTls>>) -> Vec<String> {
 #[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn transaction_pooler_mode_works_behind_pgbouncer() {
     let _one = RELAYS.lock().await;
-    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_on"), NoTls)
         .pooler_mode(PoolerMode::Transaction);
@@ -273,7 +271,9 @@ async fn transaction_pooler_mode_works_behind_pgbouncer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn session_mode_behind_pgbouncer_breaks_on_named_statements() {
-    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_off"), NoTls);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
@@ -293,37 +293,19 @@ async fn session_mode_behind_pgbouncer_breaks_on_named_statements() {
     pool.close().await;
 }
 
-/// A `tracing` writer into a shared buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 #[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn session_state_through_the_pooled_client_is_warned_about() {
     let _one = RELAYS.lock().await;
-    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_warn"), NoTls)
         .pooler_mode(PoolerMode::Transaction);
     let conn = manager.connect().await.expect("connect through PgBouncer");
 
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = crate::support::logs::capture();
 
     conn.batch_execute("SET LOCAL statement_timeout = 1000")
         .await
@@ -331,7 +313,7 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
     conn.query("SELECT $1::int", &[&1_i32])
         .await
         .expect("query");
-    let quiet = String::from_utf8(log.0.lock().expect("log").clone()).expect("utf8");
+    let quiet = log.text();
     assert!(
         !quiet.contains("WARN"),
         "no warning for transaction-scoped statements: {quiet}"
@@ -343,7 +325,7 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
     conn.batch_execute("LISTEN pool_core_test")
         .await
         .expect("LISTEN");
-    let text = String::from_utf8(log.0.lock().expect("log").clone()).expect("utf8");
+    let text = log.text();
     assert_eq!(text.matches("WARN").count(), 2, "{text}");
     assert!(
         text.contains("statement=\"SET\"") && text.contains("statement=\"LISTEN\""),
@@ -433,11 +415,7 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
         PostgresManager::new(pg, NoTls)
             .fleet_budget("api", 1)
             .pooler_mode(PoolerMode::Transaction),
-        PoolConfig::builder()
-            .max_size(1)
-            .acquire_timeout(Duration::from_secs(5))
-            .build()
-            .expect("valid config"),
+        crate::support::db::pool_config(1, 0, Duration::from_secs(5)),
     );
     let err = lazy.get().await.expect_err("refused");
     let text = format!("{err}");
@@ -449,7 +427,9 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
 async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
     let _one = RELAYS.lock().await;
     // Directly on the server, so pg_prepared_statements shows this session.
-    let pg: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let pg: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     let manager = PostgresManager::new(pg, NoTls).pooler_mode(PoolerMode::Transaction);
     let mut conn = manager.connect().await.expect("connect");
     let prepared = |rows: Vec<tokio_postgres::Row>| rows[0].get::<_, i64>(0);
@@ -667,7 +647,9 @@ async fn load_paths(
 #[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
 async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let _one = RELAYS.lock().await;
-    let upstream: tokio_postgres::Config = cluster::database_url().parse().expect("DATABASE_URL");
+    let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL");
     let bouncer = Bouncer::start(&upstream);
     let manager = PostgresManager::new(bouncer.config("pc_bouncer_paths"), NoTls)
         .pooler_mode(PoolerMode::Transaction);

@@ -3,7 +3,7 @@
 //! delays the next checkout.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::pg_env;
+use crate::support;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,39 +15,24 @@ use tokio_postgres::NoTls;
 /// A manager whose connections carry `application_name = tag`, so the
 /// server side can pick out this test's connections.
 fn manager(url: &str, tag: &str) -> PostgresManager<NoTls> {
-    let mut config = pg_env::config(url);
+    let mut config = support::pg::config(url);
     config.application_name(tag);
     PostgresManager::new(config, NoTls)
 }
 
 fn config(max_size: u32) -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .expect("valid config")
-}
-
-async fn connections_on_server(admin: &tokio_postgres::Client, tag: &str) -> i64 {
-    admin
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            &[&tag],
-        )
-        .await
-        .expect("pg_stat_activity")
-        .get(0)
+    crate::support::db::pool_config(max_size, 0, Duration::from_secs(10))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn concurrent_queries_stay_within_the_bound() {
-    let url = pg_env::database_url("concurrent_queries");
+    let url = support::db::url("DATABASE_URL");
     const MAX: u32 = 4;
     const TASKS: usize = 32;
     const QUERIES: usize = 10;
-    let tag = pg_env::table("conc_tp");
-    let admin = pg_env::admin(&url).await;
+    let tag = support::db::unique("conc_tp");
+    let admin = support::pg::admin(&url).await;
     let pool = Pool::new(manager(&url, &tag), config(MAX))
         .await
         .expect("pool");
@@ -80,7 +65,7 @@ async fn concurrent_queries_stay_within_the_bound() {
         if tasks.iter().all(|t| t.is_finished()) {
             break;
         }
-        peak_on_server = peak_on_server.max(connections_on_server(&admin, &tag).await);
+        peak_on_server = peak_on_server.max(support::pg::sessions(&admin, &tag).await);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for t in tasks {
@@ -102,9 +87,9 @@ async fn concurrent_queries_stay_within_the_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn dropped_transaction_is_never_handed_out_still_open() {
-    let url = pg_env::database_url("dropped_transaction_pool");
-    let tag = pg_env::table("tx_tp");
-    let admin = pg_env::admin(&url).await;
+    let url = support::db::url("DATABASE_URL");
+    let tag = support::db::unique("tx_tp");
+    let admin = support::pg::admin(&url).await;
     // One connection, so the next checkout is surely the same one.
     let pool = Pool::new(
         manager(&url, &tag).reset_mode(ResetMode::Rollback),
@@ -112,7 +97,7 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
     )
     .await
     .expect("pool");
-    let table = pg_env::table("tx_tp_t");
+    let table = support::db::unique("tx_tp_t");
     pool.get()
         .await
         .expect("get")
@@ -122,7 +107,7 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
 
     for round in 0..3 {
         let mut conn = pool.get().await.expect("get");
-        let pid = pg_env::backend_pid(&conn).await;
+        let pid = support::pg::backend_pid(&conn).await;
         {
             let tx = conn.transaction().await.expect("begin");
             tx.execute(&*format!("INSERT INTO {table} VALUES ($1)"), &[&round])
@@ -135,15 +120,19 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
         drop(conn);
 
         // After its return the connection does not sit idle in transaction.
-        let settled = pg_env::eventually(Duration::from_secs(5), || {
+        let settled = support::db::eventually(Duration::from_secs(5), || {
             let admin = &admin;
-            async move { pg_env::backend_state(admin, pid).await.as_deref() == Some("idle") }
+            async move { support::pg::backend_state(admin, pid).await.as_deref() == Some("idle") }
         })
         .await;
         assert!(settled, "round {round}: backend left idle in transaction");
 
         let conn = pool.get().await.expect("get");
-        assert_eq!(pg_env::backend_pid(&conn).await, pid, "same connection");
+        assert_eq!(
+            support::pg::backend_pid(&conn).await,
+            pid,
+            "same connection"
+        );
         conn.batch_execute(&format!("INSERT INTO {table} VALUES (-1)"))
             .await
             .expect("write");
@@ -172,8 +161,8 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_does_not_delay_the_next_checkout() {
-    let url = pg_env::database_url("timed_out_query_pool");
-    let tag = pg_env::table("abandon_tp");
+    let url = support::db::url("DATABASE_URL");
+    let tag = support::db::unique("abandon_tp");
     let pool = Pool::new(manager(&url, &tag), config(1))
         .await
         .expect("pool");

@@ -2,14 +2,14 @@
 //! that comes back inside a transaction is not handed on inside it.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::pg_env;
+use crate::support;
 use futures::FutureExt;
 use pool_core::managers::tokio_postgres::{PgClient, PostgresManager, ResetMode};
 use pool_core::ManageConnection;
 use tokio_postgres::NoTls;
 
 fn manager(url: &str, mode: ResetMode) -> PostgresManager<NoTls> {
-    PostgresManager::new(pg_env::config(url), NoTls).reset_mode(mode)
+    PostgresManager::new(support::pg::config(url), NoTls).reset_mode(mode)
 }
 
 /// What the pool does when a connection comes back: reset it if the manager
@@ -36,7 +36,7 @@ async fn write(conn: &PgClient, table: &str) {
 }
 
 async fn temp_table(conn: &PgClient) -> String {
-    let table = pg_env::table("reset_t");
+    let table = support::db::unique("reset_t");
     conn.batch_execute(&format!("CREATE TABLE {table} (x int)"))
         .await
         .expect("create table");
@@ -52,11 +52,11 @@ async fn drop_table(conn: &PgClient, table: &str) {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
-    let url = pg_env::database_url("dropped_transaction_is_rolled_back");
-    let admin = pg_env::admin(&url).await;
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
     let m = manager(&url, ResetMode::Rollback);
     let mut conn = m.connect().await.expect("connect");
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
     let table = temp_table(&conn).await;
 
     assert!(!m.needs_reset(&mut conn), "a fresh connection is clean");
@@ -73,7 +73,7 @@ async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
 
     // From the server's side, the connection is idle, not idle in transaction.
     assert_eq!(
-        pg_env::backend_state(&admin, pid).await.as_deref(),
+        support::pg::backend_state(&admin, pid).await.as_deref(),
         Some("idle")
     );
     // And the next user is outside any transaction: a write gets no txid
@@ -92,7 +92,7 @@ async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
-    let url = pg_env::database_url("leaked_transaction");
+    let url = support::db::url("DATABASE_URL");
     // With no reset, a transaction that is never dropped (so tokio-postgres
     // queues no ROLLBACK) is handed on to the next user: the hazard the
     // Rollback mode exists for.
@@ -121,7 +121,7 @@ async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn only_unfinished_transactions_need_a_reset() {
-    let url = pg_env::database_url("unfinished_transactions");
+    let url = support::db::url("DATABASE_URL");
     let m = manager(&url, ResetMode::Rollback);
     let mut conn = m.connect().await.expect("connect");
     let table = temp_table(&conn).await;
@@ -176,7 +176,7 @@ async fn only_unfinished_transactions_need_a_reset() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn raw_begin_needs_a_mode_that_checks_every_return() {
-    let url = pg_env::database_url("raw_begin");
+    let url = support::db::url("DATABASE_URL");
     // Rollback mode cannot see a BEGIN sent as SQL, and says so.
     let m = manager(&url, ResetMode::Rollback);
     let mut conn = m.connect().await.expect("connect");
@@ -185,22 +185,22 @@ async fn raw_begin_needs_a_mode_that_checks_every_return() {
     conn.batch_execute("ROLLBACK").await.expect("rollback");
 
     for mode in [ResetMode::RollbackAlways, ResetMode::Clean] {
-        let admin = pg_env::admin(&url).await;
+        let admin = support::pg::admin(&url).await;
         let m = manager(&url, mode);
         let mut conn = m.connect().await.expect("connect");
-        let pid = pg_env::backend_pid(&conn).await;
+        let pid = support::pg::backend_pid(&conn).await;
         let table = temp_table(&conn).await;
         conn.batch_execute("BEGIN").await.expect("begin");
         write(&conn, &table).await;
         assert!(txid(&conn).await.is_some());
         assert_eq!(
-            pg_env::backend_state(&admin, pid).await.as_deref(),
+            support::pg::backend_state(&admin, pid).await.as_deref(),
             Some("idle in transaction")
         );
         assert!(m.needs_reset(&mut conn), "{mode:?} resets every return");
         give_back(&m, &mut conn).await;
         assert_eq!(
-            pg_env::backend_state(&admin, pid).await.as_deref(),
+            support::pg::backend_state(&admin, pid).await.as_deref(),
             Some("idle"),
             "{mode:?}"
         );
@@ -213,7 +213,7 @@ async fn raw_begin_needs_a_mode_that_checks_every_return() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn failed_transaction_is_recovered() {
-    let url = pg_env::database_url("failed_transaction");
+    let url = support::db::url("DATABASE_URL");
     for mode in [
         ResetMode::Rollback,
         ResetMode::RollbackAlways,
@@ -239,11 +239,11 @@ async fn failed_transaction_is_recovered() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn clean_mode_restores_the_session() {
-    let url = pg_env::database_url("clean_mode");
-    let admin = pg_env::admin(&url).await;
+    let url = support::db::url("DATABASE_URL");
+    let admin = support::pg::admin(&url).await;
     let m = manager(&url, ResetMode::Clean);
     let mut conn = m.connect().await.expect("connect");
-    let pid = pg_env::backend_pid(&conn).await;
+    let pid = support::pg::backend_pid(&conn).await;
     let stmt = conn
         .prepare_cached("SELECT $1::int + 1")
         .await
@@ -297,7 +297,7 @@ async fn clean_mode_restores_the_session() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn none_mode_never_asks_for_a_reset() {
-    let url = pg_env::database_url("none_mode");
+    let url = support::db::url("DATABASE_URL");
     let m = manager(&url, ResetMode::None);
     let mut conn = m.connect().await.expect("connect");
     drop(conn.transaction().await.expect("begin"));

@@ -2,7 +2,6 @@
 //! server: eviction order, counts, and queries past capacity.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::cluster;
 use pool_core::managers::tokio_postgres::{PgClient, PostgresManager};
 use pool_core::ManageConnection;
 use tokio_postgres::NoTls;
@@ -22,7 +21,7 @@ async fn on_server(conn: &PgClient) -> Vec<String> {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
-    let url = cluster::database_url();
+    let url = crate::support::db::url("DATABASE_URL");
     let m =
         PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).statement_cache_capacity(2);
     let conn = m.connect().await.expect("connect");
@@ -60,7 +59,7 @@ async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn queries_past_capacity_stay_correct_and_the_cache_stays_bounded() {
-    let url = cluster::database_url();
+    let url = crate::support::db::url("DATABASE_URL");
     let m =
         PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).statement_cache_capacity(8);
     let conn = m.connect().await.expect("connect");

@@ -3,7 +3,7 @@
 //! a connection whose query failed is not handed out again.
 #![cfg(feature = "tokio-postgres")]
 
-use crate::pg_env;
+use crate::support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use pool_core::{Pool, PoolConfig, ValidationMode};
 use tokio_postgres::NoTls;
 
 fn manager(url: &str, tag: &str) -> PostgresManager<NoTls> {
-    let mut config = pg_env::config(url);
+    let mut config = support::pg::config(url);
     config.application_name(tag);
     PostgresManager::new(config, NoTls)
 }
@@ -39,7 +39,7 @@ async fn terminate_all(admin: &tokio_postgres::Client, tag: &str) -> Vec<i32> {
 
 /// Waits (bounded) until none of `pids` is left on the server.
 async fn wait_gone(admin: &tokio_postgres::Client, pids: &[i32]) {
-    let gone = pg_env::eventually(Duration::from_secs(5), || async move {
+    let gone = support::db::eventually(Duration::from_secs(5), || async move {
         let left: i64 = admin
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
@@ -66,13 +66,13 @@ struct Op {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn with_validation_no_dead_connection_is_handed_out() {
-    let url = pg_env::database_url("terminate_with_validation");
+    let url = support::db::url("DATABASE_URL");
     const MAX: u32 = 4;
     const TASKS: usize = 12;
     const OPS_PER_TASK: usize = 150;
     const WAVES: usize = 3;
-    let tag = pg_env::table("kill_v");
-    let admin = pg_env::admin(&url).await;
+    let tag = support::db::unique("kill_v");
+    let admin = support::pg::admin(&url).await;
     let config = PoolConfig::builder()
         .max_size(MAX)
         .validation_mode(ValidationMode::IsValid)
@@ -167,12 +167,12 @@ async fn with_validation_no_dead_connection_is_handed_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn without_validation_a_failed_connection_is_not_reused() {
-    let url = pg_env::database_url("terminate_without_validation");
+    let url = support::db::url("DATABASE_URL");
     const MAX: u32 = 4;
     const TASKS: usize = 12;
     const OPS_PER_TASK: usize = 10;
-    let tag = pg_env::table("kill_nv");
-    let admin = pg_env::admin(&url).await;
+    let tag = support::db::unique("kill_nv");
+    let admin = support::pg::admin(&url).await;
     let config = PoolConfig::builder()
         .max_size(MAX)
         .validation_mode(ValidationMode::None)

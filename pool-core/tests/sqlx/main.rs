@@ -4,8 +4,13 @@
 // The same bodies over each sqlx version, on purpose: only `drivers` differs.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "../common/mod.rs"]
-mod common;
+#[path = "../support/mod.rs"]
+mod support;
+
+// The drop-in tests every backend runs, before the modules that run them.
+#[macro_use]
+#[path = "../sqlx_shared/dropin_suite.rs"]
+mod dropin_suite;
 
 mod sqlx08_mysql;
 mod sqlx08_postgres;

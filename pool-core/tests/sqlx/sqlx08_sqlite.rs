@@ -10,6 +10,9 @@ mod drivers {
     pub use pool_core::managers::sqlx08 as pool_sqlx;
 }
 
+#[path = "../sqlx_shared/sqlite_probes.rs"]
+mod probes;
+
 #[path = "../sqlx_shared/sqlite.rs"]
 mod manager;
 

@@ -10,8 +10,8 @@ mod drivers {
     pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-#[path = "../sqlx_shared/require.rs"]
-mod require;
+#[path = "../sqlx_shared/mysql_probes.rs"]
+mod probes;
 
 #[path = "../sqlx_shared/mysql.rs"]
 mod manager;

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::bounded;
+use crate::support::db::bounded;
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig, PoolerMode};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -242,11 +242,7 @@ fn manager(url: &str, mode: PoolerMode) -> SqlxManager<PgConnection> {
 }
 
 async fn pool_of(manager: SqlxManager<PgConnection>, size: u32) -> Pool<SqlxManager<PgConnection>> {
-    let config = PoolConfig::builder()
-        .max_size(size)
-        .acquire_timeout(Duration::from_secs(20))
-        .build()
-        .unwrap();
+    let config = crate::support::db::pool_config(size, 0, Duration::from_secs(20));
     Pool::new(manager, config)
         .await
         .expect("the server is reachable")

@@ -8,8 +8,5 @@ mod drivers {
     pub use pool_core::managers::sqlx as pool_sqlx;
 }
 
-#[path = "../sqlx_shared/require.rs"]
-mod require;
-
 #[path = "../sqlx_shared/pg_fleet.rs"]
 mod fleet;

@@ -6,7 +6,7 @@
 use std::error::Error as _;
 use std::time::Duration;
 
-use crate::common::bounded;
+use crate::support::db::bounded;
 use pool_core::managers::sqlx::{SqlxConnection, SqlxManager};
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 

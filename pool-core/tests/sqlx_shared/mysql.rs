@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, MySqlConnection};
-use crate::common::{bounded, unique_tag};
+use super::probes::server_in_transaction;
+use crate::support::db::{bounded, unique};
 use futures::FutureExt;
 use pool_core::{ManageConnection, Pool, PoolConfig};
 
@@ -19,7 +20,7 @@ macro_rules! table {
 }
 
 async fn manager(mode: ResetMode) -> SqlxManager<MySqlConnection> {
-    let url = super::require::url("MYSQL_URL");
+    let url = crate::support::db::url("MYSQL_URL");
     let manager = SqlxManager::<MySqlConnection>::from_url(&url)
         .expect("MYSQL_URL parses")
         .reset_mode(mode);
@@ -49,14 +50,6 @@ async fn committed_rows(monitor: &mut MySqlConnection, tag: &str) -> i64 {
         .fetch_one(monitor)
         .await
         .unwrap()
-}
-
-async fn server_in_transaction(conn: &mut MySqlConnection) -> bool {
-    let flag: u64 = sqlx::query_scalar("SELECT @@in_transaction")
-        .fetch_one(conn)
-        .await
-        .unwrap();
-    flag != 0
 }
 
 async fn give_back(manager: &SqlxManager<MySqlConnection>, conn: &mut MySqlConnection) -> bool {
@@ -94,7 +87,7 @@ async fn clean_returns_need_no_reset() {
         manager.is_valid(&mut conn).await.unwrap();
         assert!(!manager.needs_reset(&mut conn));
         let mut tx = conn.begin().await.unwrap();
-        insert(&mut tx, &unique_tag("mysql-clean")).await;
+        insert(&mut tx, &unique("mysql-clean")).await;
         tx.commit().await.unwrap();
         assert!(!manager.needs_reset(&mut conn));
     })
@@ -108,7 +101,7 @@ async fn dropped_transaction_is_rolled_back() {
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
-        let tag = unique_tag("mysql-dropped");
+        let tag = unique("mysql-dropped");
 
         let mut tx = conn.begin().await.unwrap();
         insert(&mut tx, &tag).await;
@@ -127,7 +120,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
-        let tag = unique_tag("mysql-forgotten");
+        let tag = unique("mysql-forgotten");
 
         let mut tx = conn.begin().await.unwrap();
         insert(&mut tx, &tag).await;
@@ -148,7 +141,7 @@ async fn raw_begin_is_caught_in_strict_mode() {
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
-        let tag = unique_tag("mysql-raw");
+        let tag = unique("mysql-raw");
 
         conn.execute("BEGIN").await.unwrap();
         insert(&mut conn, &tag).await;
@@ -175,7 +168,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
                 let _ = tokio::time::timeout(limit, conn.begin()).await;
             }
             assert!(give_back(&manager, &mut conn).await);
-            let tag = unique_tag("mysql-cancelled");
+            let tag = unique("mysql-cancelled");
             assert_clean(&mut monitor, &mut conn, &tag).await;
         }
     })
@@ -214,7 +207,7 @@ async fn pool_runs_concurrent_queries_within_max_size() {
             .build()
             .unwrap();
         let pool = Pool::new(manager, config).await.unwrap();
-        let tag = unique_tag("mysql-concurrent");
+        let tag = unique("mysql-concurrent");
         let tasks: Vec<_> = (0..24)
             .map(|_| {
                 let (pool, tag) = (pool.clone(), tag.clone());
@@ -250,7 +243,7 @@ async fn pool_rolls_back_dropped_and_raw_transactions() {
         let pool = single(manager).await;
         let id = session_id(&mut pool.get().await.unwrap()).await;
         for round in 0..6 {
-            let tag = unique_tag("mysql-pool-reset");
+            let tag = unique("mysql-pool-reset");
             {
                 let mut conn = pool.get().await.unwrap();
                 if round % 2 == 0 {

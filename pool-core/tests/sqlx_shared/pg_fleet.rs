@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use super::drivers::pool_sqlx::SqlxManager;
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
-use crate::common::{bounded, unique_tag};
+use crate::support::db::{bounded, unique};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{ManageConnection, Pool, PoolError};
 
 const TOTAL: u32 = 3;
 
@@ -65,19 +65,14 @@ fn is_exhausted(err: &sqlx::Error) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pools_under_one_budget_never_hold_more_than_it() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-pools");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-pools");
         let manager = budgeted(&url, &name, TOTAL);
         let budget = manager.current_fleet_budget().expect("set").clone();
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");
         assert_eq!(tickets_held(&mut admin, &budget).await, 0);
 
-        let config = PoolConfig::builder()
-            .max_size(4)
-            .min_size(0)
-            .acquire_timeout(Duration::from_secs(20))
-            .build()
-            .expect("config");
+        let config = crate::support::db::pool_config(4, 0, Duration::from_secs(20));
         let a = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
         let b = Arc::new(Pool::new_lazy(manager.clone(), config.clone()));
 
@@ -211,8 +206,8 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_past_the_budget_fails_and_closing_frees_its_ticket() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-connect");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-connect");
         let manager = budgeted(&url, &name, 2);
         let budget = manager.current_fleet_budget().expect("set").clone();
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");

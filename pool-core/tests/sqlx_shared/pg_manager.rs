@@ -7,44 +7,16 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, PgConnection};
-use crate::common::bounded;
+use super::probes::{backend_pid, server_in_transaction, server_state};
+use crate::support::db::bounded;
 use futures::FutureExt;
 use pool_core::ManageConnection;
 
 fn manager(mode: ResetMode) -> SqlxManager<PgConnection> {
-    let url = super::require::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     SqlxManager::<PgConnection>::from_url(&url)
         .expect("DATABASE_URL parses")
         .reset_mode(mode)
-}
-
-async fn backend_pid(conn: &mut PgConnection) -> i32 {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
-
-/// Whether work done now would land in a transaction left open earlier:
-/// `txid_current()` gives the current transaction an id, as a write would,
-/// and outside a transaction block that transaction ends with the
-/// statement, so the next statement sees no id.
-async fn runs_inside_open_transaction(conn: &mut PgConnection) -> bool {
-    conn.execute("SELECT txid_current()").await.unwrap();
-    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    xid.is_some()
-}
-
-/// The backend's state as the server reports it to another session.
-async fn server_state(monitor: &mut PgConnection, pid: i32) -> String {
-    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
-        .bind(pid)
-        .fetch_one(monitor)
-        .await
-        .unwrap()
 }
 
 /// Returns `conn` as the pool would: reset it if the manager says so, and
@@ -61,8 +33,42 @@ async fn give_back(manager: &SqlxManager<PgConnection>, conn: &mut PgConnection)
 /// of `conn` does not run inside one.
 async fn assert_clean(monitor: &mut PgConnection, conn: &mut PgConnection, pid: i32) {
     assert_eq!(server_state(monitor, pid).await, "idle");
-    assert!(!runs_inside_open_transaction(conn).await);
+    assert!(!server_in_transaction(conn).await);
     assert!(!conn.is_in_transaction());
+}
+
+/// A connection to leave dirty, with its manager, a second session that
+/// watches it from the server's side, and its backend's pid.
+struct Watched {
+    manager: SqlxManager<PgConnection>,
+    monitor: PgConnection,
+    conn: PgConnection,
+    pid: i32,
+}
+
+async fn watched(mode: ResetMode) -> Watched {
+    let manager = manager(mode);
+    let monitor = manager.connect().await.unwrap();
+    let mut conn = manager.connect().await.unwrap();
+    let pid = backend_pid(&mut conn).await;
+    Watched {
+        manager,
+        monitor,
+        conn,
+        pid,
+    }
+}
+
+/// Gives `conn` back as the pool would and asserts it was reset (it came
+/// back dirty) and is clean now.
+async fn assert_reset_clean(
+    manager: &SqlxManager<PgConnection>,
+    monitor: &mut PgConnection,
+    conn: &mut PgConnection,
+    pid: i32,
+) {
+    assert!(give_back(manager, conn).await);
+    assert_clean(monitor, conn, pid).await;
 }
 
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
@@ -92,11 +98,13 @@ async fn clean_returns_need_no_reset() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         let mut tx = conn.begin().await.unwrap();
         tx.execute("SELECT txid_current()").await.unwrap();
@@ -105,8 +113,7 @@ async fn dropped_transaction_is_rolled_back() {
         // transaction when the connection comes back.
         assert_eq!(server_state(&mut monitor, pid).await, "idle in transaction");
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -114,11 +121,13 @@ async fn dropped_transaction_is_rolled_back() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn forgotten_nested_transactions_are_rolled_back() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         let mut tx = conn.begin().await.unwrap();
         tx.execute("SELECT txid_current()").await.unwrap();
@@ -128,8 +137,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
         std::mem::forget(tx);
         assert!(conn.is_in_transaction());
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -137,11 +145,13 @@ async fn forgotten_nested_transactions_are_rolled_back() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
-    let manager = manager(ResetMode::Tracked);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Tracked).await;
 
         // A begin whose reply takes long (a slow server): polled once, so
         // the BEGIN is on the wire, then dropped. sqlx counts no transaction.
@@ -164,11 +174,13 @@ async fn begin_cancelled_while_server_is_busy_is_caught_without_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_are_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         for round in 0..40u64 {
             if round % 2 == 0 {
@@ -179,8 +191,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
                 let limit = Duration::from_micros(25 * round);
                 let _ = tokio::time::timeout(limit, conn.begin()).await;
             }
-            assert!(give_back(&manager, &mut conn).await);
-            assert_clean(&mut monitor, &mut conn, pid).await;
+            assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
         }
     })
     .await;
@@ -189,18 +200,19 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn raw_begin_is_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         conn.execute("BEGIN").await.unwrap();
         conn.execute("SELECT txid_current()").await.unwrap();
         assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }
@@ -208,11 +220,13 @@ async fn raw_begin_is_caught_in_strict_mode() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test]
 async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
-    let manager = manager(ResetMode::Strict);
     bounded(async {
-        let mut monitor = manager.connect().await.unwrap();
-        let mut conn = manager.connect().await.unwrap();
-        let pid = backend_pid(&mut conn).await;
+        let Watched {
+            manager,
+            mut monitor,
+            mut conn,
+            pid,
+        } = watched(ResetMode::Strict).await;
 
         conn.execute("BEGIN").await.unwrap();
         conn.execute("SELECT 1 / 0").await.unwrap_err();
@@ -224,8 +238,7 @@ async fn aborted_raw_transaction_is_rolled_back_in_strict_mode() {
             "idle in transaction (aborted)"
         );
 
-        assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, pid).await;
+        assert_reset_clean(&manager, &mut monitor, &mut conn, pid).await;
     })
     .await;
 }

@@ -10,14 +10,14 @@ use std::time::Duration;
 use super::drivers::pool_sqlx::{BoxError, PasswordProviderError, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
-use crate::common::bounded;
+use crate::support::db::bounded;
 use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
 
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_provider_is_called_once_per_connect() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
+        let url = crate::support::db::url("DATABASE_URL");
         let calls = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&calls);
         // The test server trusts local logins, so any password is taken.
@@ -36,11 +36,7 @@ async fn password_provider_is_called_once_per_connect() {
         assert_eq!(calls.load(Ordering::Relaxed), 1);
         direct.close().await.unwrap();
 
-        let config = PoolConfig::builder()
-            .max_size(3)
-            .acquire_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let config = crate::support::db::pool_config(3, 0, Duration::from_secs(10));
         let pool = Pool::new(manager, config).await.unwrap();
         let opened_by_new = calls.load(Ordering::Relaxed) - 1;
         assert!(opened_by_new >= 1, "Pool::new opens a connection");
@@ -135,7 +131,7 @@ async fn three_queries(conn: &mut PgConnection, persistent: bool) {
 #[tokio::test]
 async fn transaction_pooler_mode_keeps_no_prepared_statements() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
+        let url = crate::support::db::url("DATABASE_URL");
         // Session mode: sqlx caches the statement, under one name.
         let session = SqlxManager::<PgConnection>::from_url(&url).unwrap();
         let mut conn = session.connect().await.unwrap();

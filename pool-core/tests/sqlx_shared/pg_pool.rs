@@ -9,14 +9,15 @@ use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::postgres::PgConnectOptions;
 use super::drivers::sqlx::{Connection, Executor, PgConnection};
-use crate::common::{bounded, unique_tag};
+use super::probes::{backend_pid, server_in_transaction, server_state};
+use crate::support::db::{bounded, unique};
 use futures::FutureExt;
 use pool_core::{Pool, PoolConfig};
 
 type PgPool = Pool<SqlxManager<PgConnection>>;
 
 fn options() -> PgConnectOptions {
-    let url = super::require::url("DATABASE_URL");
+    let url = crate::support::db::url("DATABASE_URL");
     url.parse().expect("DATABASE_URL parses")
 }
 
@@ -31,33 +32,6 @@ async fn single(options: PgConnectOptions, mode: ResetMode) -> PgPool {
     Pool::new(SqlxManager::new(options).reset_mode(mode), config)
         .await
         .expect("PostgreSQL is reachable")
-}
-
-async fn backend_pid(conn: &mut PgConnection) -> i32 {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .unwrap()
-}
-
-/// See `sqlx_postgres.rs`: `txid_current()` gives the transaction an id as a
-/// write would; only inside a transaction block does the next statement
-/// still see one.
-async fn runs_inside_open_transaction(conn: &mut PgConnection) -> bool {
-    conn.execute("SELECT txid_current()").await.unwrap();
-    let xid: Option<i64> = sqlx::query_scalar("SELECT txid_current_if_assigned()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    xid.is_some()
-}
-
-async fn server_state(monitor: &mut PgConnection, pid: i32) -> String {
-    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
-        .bind(pid)
-        .fetch_one(monitor)
-        .await
-        .unwrap()
 }
 
 /// Waits (bounded) until the single connection is idle in the pool again,
@@ -83,14 +57,14 @@ async fn assert_returned_clean(pool: &PgPool, monitor: &mut PgConnection, pid: i
     assert_eq!(server_state(monitor, pid).await, "idle");
     let mut conn = pool.get().await.unwrap();
     assert_eq!(backend_pid(&mut conn).await, pid, "same backend reused");
-    assert!(!runs_inside_open_transaction(&mut conn).await);
+    assert!(!server_in_transaction(&mut conn).await);
 }
 
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_queries_stay_within_max_size() {
     let options = options();
-    let app = unique_tag("pool-core-concurrency");
+    let app = unique("pool-core-concurrency");
     let options = options.application_name(&app);
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();
@@ -229,7 +203,7 @@ async fn cancelled_begins_and_raw_begins_are_rolled_back_in_strict_mode() {
 #[tokio::test]
 async fn terminated_backends_are_not_reused_without_validation() {
     let options = options();
-    let app = unique_tag("pool-core-terminate");
+    let app = unique("pool-core-terminate");
     let options = options.application_name(&app);
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();

@@ -6,7 +6,8 @@ use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
-use crate::common::{bounded, unique_tag};
+use super::probes::server_in_transaction;
+use crate::support::db::{bounded, unique};
 use pool_core::{ManageConnection, Pool, PoolConfig};
 
 fn manager(mode: ResetMode) -> SqlxManager<SqliteConnection> {
@@ -28,17 +29,6 @@ async fn rows(conn: &mut SqliteConnection) -> i64 {
         .fetch_one(conn)
         .await
         .unwrap()
-}
-
-/// SQLite refuses a `BEGIN` inside a transaction.
-async fn in_transaction(conn: &mut SqliteConnection) -> bool {
-    match conn.execute(sqlx::raw_sql("BEGIN")).await {
-        Ok(_) => {
-            conn.execute(sqlx::raw_sql("ROLLBACK")).await.unwrap();
-            false
-        }
-        Err(_) => true,
-    }
 }
 
 async fn give_back(manager: &SqlxManager<SqliteConnection>, conn: &mut SqliteConnection) -> bool {
@@ -83,7 +73,7 @@ async fn forgotten_nested_transactions_are_rolled_back() {
 
         assert!(give_back(&manager, &mut conn).await);
         assert!(!conn.is_in_transaction());
-        assert!(!in_transaction(&mut conn).await);
+        assert!(!server_in_transaction(&mut conn).await);
         assert_eq!(rows(&mut conn).await, 0);
     })
     .await;
@@ -103,7 +93,7 @@ async fn dropped_transaction_is_rolled_back() {
         // The worker may or may not have run the queued rollback yet; either
         // way nothing is left open once the connection is back.
         give_back(&manager, &mut conn).await;
-        assert!(!in_transaction(&mut conn).await);
+        assert!(!server_in_transaction(&mut conn).await);
         assert_eq!(rows(&mut conn).await, 0);
     })
     .await;
@@ -121,7 +111,7 @@ async fn raw_begin_is_caught_in_strict_mode() {
         assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
 
         assert!(give_back(&manager, &mut conn).await);
-        assert!(!in_transaction(&mut conn).await);
+        assert!(!server_in_transaction(&mut conn).await);
         assert_eq!(rows(&mut conn).await, 0);
 
         // On a clean connection the strict reset changes nothing.
@@ -163,8 +153,7 @@ impl Drop for TempFile {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_shares_one_file_within_max_size_and_rolls_back_on_return() {
-    let file =
-        TempFile(std::env::temp_dir().join(format!("{}.db", unique_tag("pool-core-sqlite"))));
+    let file = TempFile(std::env::temp_dir().join(format!("{}.db", unique("pool-core-sqlite"))));
     let options = SqliteConnectOptions::new()
         .filename(&file.0)
         .create_if_missing(true)
@@ -230,7 +219,7 @@ async fn pool_shares_one_file_within_max_size_and_rolls_back_on_return() {
             all.push(pool.get().await.unwrap());
         }
         for conn in &mut all {
-            assert!(!in_transaction(conn).await);
+            assert!(!server_in_transaction(conn).await);
             assert_eq!(rows(conn).await, 16 * 5);
         }
         drop(all);

@@ -1,5 +1,6 @@
 //! Test support: a throw-away PostgreSQL cluster the test owns (start, stop,
-//! kill -9, restart), and the environment checks the server tests share.
+//! kill -9, restart), and the environment checks the server tests share
+//! (the server binaries, a free port).
 //!
 //! The cluster lives in a temporary directory on its own loopback port;
 //! `initdb` trusts the unix socket (the admin path) and checks passwords
@@ -10,7 +11,6 @@
 //!
 //! The binaries come from `PG_BIN_DIR`, else the newest
 //! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`.
-#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -20,21 +20,6 @@ use std::time::{Duration, Instant};
 
 /// How long starting or stopping the server may take.
 const SERVER_WAIT: Duration = Duration::from_secs(30);
-
-/// `DATABASE_URL`.
-///
-/// # Panics
-///
-/// When it is unset: a test that needs the server was asked to run.
-pub fn database_url() -> String {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "DATABASE_URL is not set: this test needs PostgreSQL \
-             (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test)"
-        ),
-    }
-}
 
 /// The path of an executable, checked to exist.
 ///

@@ -10,7 +10,6 @@
 //!
 //! The proxy counts the connections it accepted and the client sockets it
 //! saw closed (EOF or error), also while blackholed.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,78 @@
+//! A PostgreSQL client outside any pool, to watch the pool's connections
+//! from the server's side (`pg_stat_activity`, `pg_terminate_backend`).
+
+/// Parsed connection settings for `url`.
+///
+/// # Panics
+///
+/// When `url` is not a valid connection string.
+pub fn config(url: &str) -> tokio_postgres::Config {
+    url.parse()
+        .unwrap_or_else(|e| panic!("DATABASE_URL is not a valid connection string: {e}"))
+}
+
+/// A plain client on `url`, its connection driven by a task of its own.
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = config(url)
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("admin connection to DATABASE_URL");
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            eprintln!("admin connection ended: {e}");
+        }
+    });
+    client
+}
+
+/// The server process id behind a client.
+pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pg_backend_pid()")
+        .get(0)
+}
+
+/// `pg_stat_activity.state` of a backend (`None` once it has exited).
+pub async fn backend_state(admin: &tokio_postgres::Client, pid: i32) -> Option<String> {
+    admin
+        .query_opt("SELECT state FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .await
+        .expect("pg_stat_activity")
+        .and_then(|row| row.get::<_, Option<String>>(0))
+}
+
+/// Ends the backend `pid` from `admin`'s session and waits (bounded) until
+/// the server no longer lists it.
+///
+/// # Panics
+///
+/// When the terminate fails or the backend is still listed 5 s later.
+pub async fn terminate(admin: &tokio_postgres::Client, pid: i32) {
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .expect("terminate");
+    let gone = super::db::eventually(std::time::Duration::from_secs(5), || async move {
+        backend_state(admin, pid).await.is_none()
+    })
+    .await;
+    assert!(gone, "backend {pid} exited");
+}
+
+/// The sessions the server has open for `application_name` `app`.
+pub async fn sessions(admin: &tokio_postgres::Client, app: &str) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get(0)
+}
