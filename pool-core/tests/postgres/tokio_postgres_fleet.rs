@@ -493,7 +493,7 @@ fn unique_budget(test: &str) -> String {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_late_instance_gets_its_fair_share_under_load() {
     tokio::time::timeout(Duration::from_secs(90), async {
-        let url = cluster::database_url();
+        let url = crate::support::db::url("DATABASE_URL");
         let name = unique_budget("fleet_roll");
         let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
         let admin = connect_admin(&url).await;
@@ -574,7 +574,7 @@ async fn a_late_instance_gets_its_fair_share_under_load() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn an_instance_alone_borrows_the_whole_budget() {
     tokio::time::timeout(Duration::from_secs(90), async {
-        let url = cluster::database_url();
+        let url = crate::support::db::url("DATABASE_URL");
         let name = unique_budget("fleet_borrow");
         let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
         let admin = connect_admin(&url).await;

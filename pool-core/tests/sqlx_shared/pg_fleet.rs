@@ -13,7 +13,7 @@ use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::{bounded, unique};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
-use pool_core::{ManageConnection, Pool, PoolError};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 
 const TOTAL: u32 = 3;
 
@@ -361,8 +361,8 @@ async fn until_holds(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_instance_gets_its_fair_share_under_load() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-roll");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-roll");
         let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");
         let share = pool_core::managers::fleet::fair_share(SHARE_BUDGET, 5);
@@ -430,8 +430,8 @@ async fn a_late_instance_gets_its_fair_share_under_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_alone_borrows_the_whole_budget() {
     bounded(async {
-        let url = super::require::url("DATABASE_URL");
-        let name = unique_tag("sqlx-fleet-borrow");
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique("sqlx-fleet-borrow");
         let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
         let mut admin = PgConnection::connect(&url).await.expect("admin connection");
         let mut instances: Vec<Instance> = (0..5).map(|i| Instance::new(&url, &name, i)).collect();
