@@ -160,13 +160,14 @@ if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
   # The tests whose every ignored test needs only initdb, by test binary:
   # a file under pool-core/tests/ is one; a folder there with a main.rs is
-  # one whose modules are its other files, picked one by one (a module
-  # that also has tests needing a URL is left out, and said so).
+  # one whose modules are its other files, nested folders included, picked
+  # one by one (a module that also has tests needing a URL is left out,
+  # and said so).
   ran_initdb=false
   for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
     if [[ $target == */main.rs ]]; then
       name=$(basename "$(dirname "$target")")
-      modules=("$(dirname "$target")"/*.rs)
+      mapfile -t modules < <(find "$(dirname "$target")" -name '*.rs' ! -path "$target" | sort)
     else
       name=$(basename "$target" .rs)
       modules=("$target")
@@ -180,7 +181,13 @@ if $initdb_alone; then
         continue
       fi
       found=true
-      if [[ $target == */main.rs ]]; then filters+=("$(basename "$source" .rs)::"); fi
+      if [[ $target == */main.rs ]]; then
+        # tests/postgres/hosts/failover.rs -> hosts::failover::
+        path=${source#"$(dirname "$target")"/}
+        path=${path%.rs}
+        path=${path%/mod}
+        filters+=("${path//\//::}::")
+      fi
     done
     if ! $found; then continue; fi
     ran_initdb=true

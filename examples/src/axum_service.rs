@@ -16,7 +16,7 @@
 //! pool for the current transaction (`pool.current()`) instead of being
 //! handed one; a 2xx or 3xx answer commits it, any other rolls it back.
 //!
-//! `examples/axum_service.rs` runs it; `examples/tests/smoke/axum_service.rs`
+//! `examples/axum_service.rs` runs it; `examples/src/smoke/axum_service.rs`
 //! smoke-tests it.
 
 use std::future::Future;

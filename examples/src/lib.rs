@@ -14,3 +14,6 @@
 pub mod axum_service;
 pub mod kv;
 pub mod todos;
+
+#[cfg(test)]
+mod smoke;

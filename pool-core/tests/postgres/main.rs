@@ -1,12 +1,14 @@
 //! `PostgresManager` (tokio-postgres) against real PostgreSQL: the shared
 //! server of `DATABASE_URL`, and clusters, PgBouncers and processes the
-//! tests start themselves. One module per area.
+//! tests start themselves. One module per area; the host pool over a
+//! primary and a standby of its own in `hosts`.
 #![cfg(feature = "tokio-postgres")]
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod cluster_support;
+mod hosts;
 mod tokio_postgres_abandoned;
 mod tokio_postgres_credentials;
 mod tokio_postgres_fleet;

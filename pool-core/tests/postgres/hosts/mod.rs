@@ -3,10 +3,6 @@
 //! on its own port): routing by role, per-host bounds, holders and events
 //! (`routing`), and a failover under a mixed load (`failover`; over sqlx's
 //! `PgConnection` in `sqlx_failover`, with the `sqlx-postgres` feature).
-#![cfg(feature = "tokio-postgres")]
-
-#[path = "../support/mod.rs"]
-mod support;
 
 mod failover;
 mod routing;
@@ -15,10 +11,10 @@ mod sqlx_failover;
 
 use std::time::Duration;
 
+use crate::support::cluster::Cluster;
 use pool_core::managers::hosts::{HostPool, HostTls};
 use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::PoolConfig;
-use support::cluster::Cluster;
 use tokio::sync::Mutex;
 
 /// One pair of servers at a time: each test starts its own.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pool_examples::axum_service;
+use crate::axum_service;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -17,9 +17,6 @@
 #[cfg(not(feature = "tokio-clock"))]
 compile_error!("these tests run the pool on tokio's paused clock: build them with `--features tokio-clock` (scripts/test.sh does)");
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod peer;
 
 mod from_bb8;

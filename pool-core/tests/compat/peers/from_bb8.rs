@@ -9,7 +9,7 @@ use std::time::Duration;
 use pool_core::{async_trait, Hooks, Pool, PoolError, TimeoutPhase};
 use tokio::time::sleep;
 
-use crate::peer::{checked, Peer};
+use crate::peers::peer::{checked, Peer};
 use crate::support;
 use crate::support::{eventually, until, Behaviour, Conn, MockError};
 

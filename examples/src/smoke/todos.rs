@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pool_examples::todos;
+use crate::todos;
 
 fn url() -> String {
     match std::env::var("DATABASE_URL") {

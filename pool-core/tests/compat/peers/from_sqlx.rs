@@ -11,7 +11,7 @@ use std::time::Duration;
 use pool_core::{async_trait, ConnectionInfo, Hooks, ManageConnection, Pool};
 use tokio::time::sleep;
 
-use crate::peer::{checked, Peer};
+use crate::peers::peer::{checked, Peer};
 use crate::support::{eventually, Conn, MockError};
 
 /// What a callback saw of the connection last.

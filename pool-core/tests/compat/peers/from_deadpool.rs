@@ -13,7 +13,7 @@ use pool_core::{
 };
 use tokio::time::sleep;
 
-use crate::peer::{checked, Peer};
+use crate::peers::peer::{checked, Peer};
 use crate::support::{
     assert_bounds, config, eventually, until, Behaviour, Mock, MockError, Scripted,
 };

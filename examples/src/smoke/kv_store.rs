@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kv::{BackendKind, KvError, KvOptions, KvStore, ManualClock};
 use anyhow::{bail, ensure, Context};
 use pool_core::PoolConfig;
-use pool_examples::kv::{BackendKind, KvError, KvOptions, KvStore, ManualClock};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -105,19 +105,19 @@ macro_rules! on_every_backend {
         mod sqlite {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $behaviour() -> anyhow::Result<()> {
-                super::run(pool_examples::kv::BackendKind::Sqlite, super::$behaviour).await
+                super::run(crate::kv::BackendKind::Sqlite, super::$behaviour).await
             })*
         }
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $behaviour() -> anyhow::Result<()> {
-                super::run(pool_examples::kv::BackendKind::Postgres, super::$behaviour).await
+                super::run(crate::kv::BackendKind::Postgres, super::$behaviour).await
             })*
         }
         mod mariadb {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $behaviour() -> anyhow::Result<()> {
-                super::run(pool_examples::kv::BackendKind::MariaDb, super::$behaviour).await
+                super::run(crate::kv::BackendKind::MariaDb, super::$behaviour).await
             })*
         }
     };
