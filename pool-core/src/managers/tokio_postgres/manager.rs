@@ -17,7 +17,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 use tokio_postgres::{Config, Socket};
 
-use super::client::{Canceller, PgClient, ReportedRole};
+use super::cancel::Canceller;
+use super::client::{PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
