@@ -12,7 +12,7 @@ use super::session::{session_state, TxChange};
 use crate::PoolerMode;
 
 impl PgClient {
-    /// Runs a query and returns its rows, like [`Client::query`].
+    /// Runs a query and returns its rows, like [`Client::query`](tokio_postgres::Client::query).
     ///
     /// Under [`PoolerMode::Session`] this is `Client::query`. Under
     /// [`PoolerMode::Transaction`], a query given as text runs as an
@@ -48,7 +48,7 @@ impl PgClient {
     }
 
     /// Runs a query that returns exactly one row, like
-    /// [`Client::query_one`]; behind a pooler, as [`query`](Self::query).
+    /// [`Client::query_one`](tokio_postgres::Client::query_one); behind a pooler, as [`query`](Self::query).
     ///
     /// # Errors
     ///
@@ -76,7 +76,7 @@ impl PgClient {
     }
 
     /// Runs a query that returns at most one row, like
-    /// [`Client::query_opt`]; behind a pooler, as [`query`](Self::query).
+    /// [`Client::query_opt`](tokio_postgres::Client::query_opt); behind a pooler, as [`query`](Self::query).
     ///
     /// # Errors
     ///
@@ -103,7 +103,7 @@ impl PgClient {
     }
 
     /// Runs a statement and returns the number of rows it changed, like
-    /// [`Client::execute`]; behind a pooler, as [`query`](Self::query).
+    /// [`Client::execute`](tokio_postgres::Client::execute); behind a pooler, as [`query`](Self::query).
     ///
     /// # Errors
     ///
@@ -130,7 +130,7 @@ impl PgClient {
     }
 
     /// Runs statements separated by `;` with the simple protocol, like
-    /// [`Client::batch_execute`]. Behind a pooler, statements that set
+    /// [`Client::batch_execute`](tokio_postgres::Client::batch_execute). Behind a pooler, statements that set
     /// session state are logged at `WARN` (see
     /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
     ///
@@ -147,7 +147,7 @@ impl PgClient {
     }
 
     /// Runs statements with the simple protocol and returns their text
-    /// rows, like [`Client::simple_query`]; behind a pooler, inspected as
+    /// rows, like [`Client::simple_query`](tokio_postgres::Client::simple_query); behind a pooler, inspected as
     /// [`batch_execute`](Self::batch_execute).
     ///
     /// # Errors
