@@ -15,6 +15,11 @@
 //!
 //! `--connects N` sets our pool's `max_concurrent_connects` (default: the
 //! pool's default), for A/B runs of how fast it reopens after a fault.
+//! `--timeline` prints, for every run, the successes and failures per
+//! 10 ms from 50 ms before the server is back to 700 ms after, and for our
+//! pool its counts (idle, in use, opening, closing, waiting, connects and
+//! failed connects so far) sampled every 10 ms over the same window: what
+//! paces the recovery.
 //!
 //! Each run: 64 tasks looping checkout + `SELECT 1` through a pool of 16
 //! (acquire timeout 2 s) for 1.5 s, the fault, 2 s more. A task pauses
@@ -279,6 +284,7 @@ async fn run(
     fault: Fault,
     n: usize,
     connects: Option<u32>,
+    timeline: bool,
 ) -> Result<(Figures, Rates), String> {
     let app = format!("faults_{n}");
     let mut pg = cluster.tcp_config("postgres", "postgres");
@@ -287,6 +293,30 @@ async fn run(
         .connect_timeout(ACQUIRE);
     let pool = AnyPool::build(kind, pg, cluster.port(), &app, connects).await?;
     let sampler = start_sampler(cluster.admin_config(), &app, MAX);
+    let states = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let state_stop = Arc::new(AtomicBool::new(false));
+    let state_task = match (&pool, timeline) {
+        (AnyPool::Ours(p), true) => {
+            let (p, states, stop) = (p.clone(), Arc::clone(&states), Arc::clone(&state_stop));
+            // Bounded by the stop flag and a count: at most one sample per
+            // 10 ms over a run of a few seconds.
+            Some(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(10));
+                for _ in 0..2_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tick.tick().await;
+                    let m = p.metrics();
+                    states
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((Instant::now(), m));
+                }
+            }))
+        }
+        _ => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
@@ -338,6 +368,10 @@ async fn run(
     };
     tokio::time::sleep(AFTER).await;
     stop.store(true, Ordering::Relaxed);
+    state_stop.store(true, Ordering::Relaxed);
+    if let Some(t) = state_task {
+        let _ = t.await;
+    }
     let mut ops = Vec::new();
     let mut capped = 0;
     for task in tasks {
@@ -361,6 +395,16 @@ async fn run(
     let seen = sampler.finish().await;
     pool.close().await;
     let label = format!("{} / {}", kind.name(), fault.name());
+    if timeline {
+        print_timeline(
+            &label,
+            &ops,
+            up,
+            &states
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+    }
     let rates = Rates::of(&ops, at, up + AFTER);
     let figures = Figures::compute(
         &label,
@@ -404,6 +448,54 @@ impl Rates {
     }
 }
 
+/// `--timeline`: per 10 ms from 50 ms before `up` to 700 ms after, the
+/// operations that ended ok and not ok, and our pool's last sampled counts.
+fn print_timeline(
+    label: &str,
+    ops: &[Op],
+    up: Instant,
+    states: &[(Instant, pool_core::PoolMetrics)],
+) {
+    println!("timeline {label} (ms after up: ok / failed; ours: idle in_use opening closing waiting connects failed_connects evicted_broken evicted_validation)");
+    let step = Duration::from_millis(10);
+    let first = up.checked_sub(Duration::from_millis(50)).unwrap_or(up);
+    for i in 0..75u32 {
+        let from = first + step * i;
+        let to = from + step;
+        let (mut ok, mut failed) = (0, 0);
+        for op in ops.iter().filter(|op| op.end >= from && op.end < to) {
+            if op.outcome == Outcome::Ok {
+                ok += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        let state = states
+            .iter()
+            .rev()
+            .find(|(at, _)| *at < to)
+            .map(|(_, m)| {
+                format!(
+                    "  {} {} {} {} {} {} {} {} {}",
+                    m.idle,
+                    m.in_use,
+                    m.opening,
+                    m.closing,
+                    m.waiting,
+                    m.creation_count,
+                    m.creation_error_count,
+                    m.evictions.broken,
+                    m.evictions.validation
+                )
+            })
+            .unwrap_or_default();
+        let at_ms = (from.saturating_duration_since(up).as_secs_f64()
+            - up.saturating_duration_since(from).as_secs_f64())
+            * 1e3;
+        println!("  {at_ms:>5.0} {ok:>5} / {failed:<5}{state}");
+    }
+}
+
 fn ms(d: Option<Duration>) -> String {
     d.map_or_else(
         || "never".to_owned(),
@@ -415,6 +507,7 @@ fn ms(d: Option<Duration>) -> String {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let timeline = args.iter().any(|a| a == "--timeline");
     let value = |flag: &str| {
         args.iter().position(|a| a == flag).map(|i| {
             args.get(i + 1)
@@ -455,7 +548,7 @@ async fn main() {
                 n += 1;
                 // A fresh admin connection: the last fault may have ended the old one.
                 let admin = cluster.admin().await;
-                match run(&cluster, &admin, kind, fault, n, connects).await {
+                match run(&cluster, &admin, kind, fault, n, connects, timeline).await {
                     Ok((f, rates)) => {
                         f.print();
                         rows.push((kind, fault, f, rates));

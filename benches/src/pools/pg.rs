@@ -1,5 +1,6 @@
-//! PostgreSQL over tokio-postgres: ours with a small local manager, against
-//! deadpool-postgres and bb8-postgres. All use `NoTls` on loopback.
+//! PostgreSQL over tokio-postgres: ours with a small local manager and with
+//! pool-core's own `PostgresManager`, against deadpool-postgres and
+//! bb8-postgres. All use `NoTls` on loopback.
 
 use std::future::Future;
 use std::time::Duration;
@@ -116,6 +117,55 @@ impl Contestant for OursTp {
     }
 
     fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
+        guard
+    }
+
+    async fn shutdown(self) {
+        self.0.close().await;
+    }
+}
+
+/// `pool_core::Pool` over pool-core's own [`PostgresManager`] with its
+/// defaults (reset mode `Rollback`, statement cache 256, TCP keepalive),
+/// the query sent through the pooled client's `simple_query`.
+///
+/// [`PostgresManager`]: pool_core::managers::tokio_postgres::PostgresManager
+#[derive(Debug, Clone)]
+pub struct OursPgManager(pub pool_core::Pool<PgManager>);
+
+/// pool-core's tokio-postgres manager over `NoTls`.
+pub type PgManager = pool_core::managers::tokio_postgres::PostgresManager<NoTls>;
+
+impl Select1 for pool_core::managers::tokio_postgres::PgClient {
+    async fn select1(&mut self) -> Result<(), String> {
+        self.simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl OursPgManager {
+    /// Connects one connection first, like every `Pool::new`.
+    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
+        let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
+        let manager = PgManager::new(config, NoTls);
+        let pool = pool_core::Pool::new(manager, our_config(spec))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self(pool))
+    }
+}
+
+impl Contestant for OursPgManager {
+    type Conn = pool_core::managers::tokio_postgres::PgClient;
+    type Guard<'a> = pool_core::PooledConnection<PgManager>;
+
+    async fn get(&self) -> Result<Self::Guard<'_>, String> {
+        self.0.get().await.map_err(|e| e.to_string())
+    }
+
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Self::Conn {
         guard
     }
 

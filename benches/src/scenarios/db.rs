@@ -16,8 +16,10 @@ use crate::stats::{self, median, FAIR_ENOUGH};
 /// The database contestants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum DbKind {
-    /// Ours over tokio-postgres.
+    /// Ours over a minimal local tokio-postgres manager.
     OursTp,
+    /// Ours over pool-core's own `PostgresManager`.
+    OursPgManager,
     /// deadpool-postgres.
     DeadpoolPg,
     /// bb8-postgres.
@@ -30,8 +32,9 @@ pub enum DbKind {
 
 impl DbKind {
     /// All, tokio-postgres family first.
-    pub const ALL: [DbKind; 5] = [
+    pub const ALL: [DbKind; 6] = [
         DbKind::OursTp,
+        DbKind::OursPgManager,
         DbKind::DeadpoolPg,
         DbKind::Bb8Pg,
         DbKind::OursSqlx,
@@ -42,6 +45,7 @@ impl DbKind {
     pub fn label(self) -> &'static str {
         match self {
             DbKind::OursTp => "ours (tokio-postgres)",
+            DbKind::OursPgManager => "ours (PostgresManager)",
             DbKind::DeadpoolPg => "deadpool-postgres",
             DbKind::Bb8Pg => "bb8-postgres",
             DbKind::OursSqlx => "ours (sqlx)",
@@ -52,14 +56,33 @@ impl DbKind {
     /// "tokio-postgres" or "sqlx".
     pub fn family(self) -> &'static str {
         match self {
-            DbKind::OursTp | DbKind::DeadpoolPg | DbKind::Bb8Pg => "tokio-postgres",
+            DbKind::OursTp | DbKind::OursPgManager | DbKind::DeadpoolPg | DbKind::Bb8Pg => {
+                "tokio-postgres"
+            }
             DbKind::OursSqlx | DbKind::SqlxPool => "sqlx",
         }
     }
 
     /// Ours (not a peer)?
     pub fn is_ours(self) -> bool {
-        matches!(self, DbKind::OursTp | DbKind::OursSqlx)
+        matches!(
+            self,
+            DbKind::OursTp | DbKind::OursPgManager | DbKind::OursSqlx
+        )
+    }
+
+    /// From a short name: `ours-tp`, `ours-mgr`, `deadpool-pg`, `bb8-pg`,
+    /// `ours-sqlx`, `sqlx`.
+    pub fn from_short(name: &str) -> Option<Self> {
+        Some(match name {
+            "ours-tp" => DbKind::OursTp,
+            "ours-mgr" => DbKind::OursPgManager,
+            "deadpool-pg" => DbKind::DeadpoolPg,
+            "bb8-pg" => DbKind::Bb8Pg,
+            "ours-sqlx" => DbKind::OursSqlx,
+            "sqlx" => DbKind::SqlxPool,
+            _ => return None,
+        })
     }
 }
 
@@ -72,6 +95,10 @@ macro_rules! with_db_pool {
         use $crate::scenarios::db::DbKind;
         match $kind {
             DbKind::OursTp => match pg::OursTp::build($spec).await {
+                Ok($pool) => Ok($body),
+                Err(e) => Err(e),
+            },
+            DbKind::OursPgManager => match pg::OursPgManager::build($spec).await {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
@@ -210,7 +237,7 @@ pub fn reachable(url: &str) -> Result<(), String> {
 }
 
 /// One run of one contestant on a fresh 2-worker runtime and pool.
-fn run_once(kind: DbKind, spec: &DbSpec, tasks: usize, s: &DbSettings) -> Measured {
+pub fn run_once(kind: DbKind, spec: &DbSpec, tasks: usize, s: &DbSettings) -> Measured {
     let rt = multi_thread(2);
     let got = rt.block_on(async {
         with_db_pool!(kind, spec, |pool| {

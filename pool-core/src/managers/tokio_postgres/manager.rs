@@ -17,7 +17,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 use tokio_postgres::{Config, Socket};
 
-use super::client::{Canceller, PgClient, ReportedRole};
+use super::cancel::Canceller;
+use super::client::{PgClient, ReportedRole};
 use super::driver::drive;
 use super::error::{BoxError, PgConfigError, PgError};
 use super::failover::HostEpochs;
@@ -885,5 +886,64 @@ where
         conn.set_abandoned(false);
         conn.mark_reset();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_postgres::NoTls;
+
+    fn config(s: &str) -> Config {
+        s.parse().expect("a valid connection string")
+    }
+
+    #[test]
+    fn the_drivers_keepalive_defaults_become_the_managers() {
+        let m = PostgresManager::new(config("host=127.0.0.1 user=u"), NoTls);
+        let c = m.config();
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), DEFAULT_KEEPALIVE_IDLE);
+        assert_eq!(
+            c.get_keepalives_interval(),
+            Some(DEFAULT_KEEPALIVE_INTERVAL)
+        );
+        assert_eq!(c.get_keepalives_retries(), Some(DEFAULT_KEEPALIVE_RETRIES));
+    }
+
+    #[test]
+    fn a_keepalive_set_in_the_config_is_kept() {
+        let m = PostgresManager::new(config("host=127.0.0.1 user=u keepalives_idle=7"), NoTls);
+        assert_eq!(m.config().get_keepalives_idle(), Duration::from_secs(7));
+        assert_eq!(m.config().get_keepalives_interval(), None);
+        let off = PostgresManager::new(config("host=127.0.0.1 user=u keepalives=0"), NoTls);
+        assert!(!off.config().get_keepalives());
+    }
+
+    #[test]
+    fn reset_modes_and_what_they_leave_open() {
+        let m = PostgresManager::new(config("host=127.0.0.1 user=u"), NoTls);
+        assert_eq!(m.current_reset_mode(), ResetMode::Rollback);
+        assert!(!m.leaves_transactions_open());
+        let none = m.reset_mode(ResetMode::None);
+        assert!(none.leaves_transactions_open());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn upstreams_pair_each_host_with_its_port() {
+        let c = config("host=db1,db2 port=5433,5434 user=u");
+        let found: Vec<String> = upstreams(&c)
+            .into_iter()
+            .map(|u| match u {
+                Upstream::Tcp(host, port) => format!("{host}:{port}"),
+                Upstream::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        assert_eq!(found, ["db1:5433", "db2:5434"]);
+        // One port for every host.
+        let one = config("host=db1,db2 port=6000 user=u");
+        assert_eq!(upstreams(&one).len(), 2);
+        assert!(matches!(&upstreams(&one)[1], Upstream::Tcp(h, 6000) if h == "db2"));
     }
 }

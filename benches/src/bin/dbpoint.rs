@@ -1,0 +1,122 @@
+//! Runs S5 points (PostgreSQL `SELECT 1`, pool 16) for a few database
+//! contestants, repeated and interleaved: the quick A/B check of the
+//! tokio-postgres managers and the target to put under a profiler.
+//!
+//! ```text
+//! cargo run --release -p pool-benches --bin dbpoint -- [TASKS] [SECONDS] [REPEATS] [POOLS] [VALIDATION]
+//! # ours over PostgresManager against the two peers, 256 tasks, 1 s runs, 3 repeats, validation off
+//! target/release/dbpoint 256 1 3 ours-mgr,deadpool-pg,bb8-pg off
+//! # one contestant for 10 s, to record with `perf record -g`
+//! target/release/dbpoint 256 10 1 ours-mgr off
+//! ```
+//!
+//! POOLS: `ours-tp` (the benches' minimal local manager), `ours-mgr`
+//! (pool-core's `PostgresManager`), `deadpool-pg`, `bb8-pg`, `ours-sqlx`,
+//! `sqlx`. VALIDATION: `off`, `on` or `both` (default `off`). The database
+//! is `DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/test`.
+//! Prints each run's queries per second, p99 and the load average before
+//! it, then the medians and each contestant's ratio to the best peer.
+
+use std::time::Duration;
+
+use pool_benches::pools::pg::DbSpec;
+use pool_benches::scenarios::db::{run_once, DbKind, DbSettings};
+use pool_benches::stats::median;
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("{msg}");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, default: f64| -> f64 {
+        args.get(i).map_or(default, |s| {
+            s.parse()
+                .unwrap_or_else(|_| fail(&format!("argument {} is not a number: {s:?}", i + 1)))
+        })
+    };
+    let tasks = num(0, 256.0) as usize;
+    let secs = num(1, 1.0);
+    let repeats = (num(2, 3.0) as usize).clamp(1, 100);
+    let kinds: Vec<DbKind> = match args.get(3) {
+        None => vec![DbKind::OursPgManager, DbKind::DeadpoolPg, DbKind::Bb8Pg],
+        Some(list) => list
+            .split(',')
+            .map(|n| {
+                DbKind::from_short(n.trim()).unwrap_or_else(|| fail(&format!("unknown pool {n:?}")))
+            })
+            .collect(),
+    };
+    let validate = match args.get(4).map(String::as_str) {
+        None | Some("off") => vec![false],
+        Some("on") => vec![true],
+        Some("both") => vec![false, true],
+        Some(other) => fail(&format!("validation {other:?}: off, on or both")),
+    };
+    if tasks == 0 || !(0.05..=60.0).contains(&secs) {
+        fail("tasks must be positive, seconds within 0.05..=60");
+    }
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let s = DbSettings {
+        url: url.clone(),
+        pool_size: 16,
+        tasks: vec![tasks],
+        validate: validate.clone(),
+        duration: Duration::from_secs_f64(secs),
+        grace: Duration::from_secs(3),
+        repeats,
+    };
+    for &v in &validate {
+        let spec = DbSpec {
+            url: url.clone(),
+            max_size: 16,
+            validate: v,
+            acquire_timeout: Duration::from_secs(30),
+        };
+        let mut qps = vec![Vec::new(); kinds.len()];
+        for r in 0..repeats {
+            for (i, &kind) in kinds.iter().enumerate() {
+                let before = load();
+                let m = run_once(kind, &spec, tasks, &s);
+                println!(
+                    "tasks={tasks} validation={} run {r} {:<24} {:>8.0} qps  p99 {:>7.0} µs  jain {:.3}  errors {}  load {before}{}",
+                    if v { "on" } else { "off" },
+                    kind.label(),
+                    m.qps,
+                    m.latency_us[1],
+                    m.jain,
+                    m.errors,
+                    m.first_error.map(|e| format!("  ({e})")).unwrap_or_default()
+                );
+                qps[i].push(m.qps);
+            }
+        }
+        let medians: Vec<f64> = qps.iter().map(|q| median(q)).collect();
+        let best_peer = kinds
+            .iter()
+            .zip(&medians)
+            .filter(|(k, _)| !k.is_ours())
+            .map(|(_, &m)| m)
+            .fold(0.0_f64, f64::max);
+        for (kind, m) in kinds.iter().zip(&medians) {
+            let vs = if kind.is_ours() && best_peer > 0.0 {
+                format!("  {:.2}× best peer", m / best_peer)
+            } else {
+                String::new()
+            };
+            println!(
+                "median tasks={tasks} validation={} {:<24} {m:>8.0} qps{vs}",
+                if v { "on" } else { "off" },
+                kind.label()
+            );
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Behind a transaction-mode pooler: the parameter types of a query given
+//! as text, described once per query text and connection inside a
+//! transaction of its own, so the pooler keeps one server connection for
+//! the prepare and its close.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Error;
+
+use super::client::PgClient;
+
+impl PgClient {
+    /// The parameters paired with their types, describing the query on a
+    /// cache miss.
+    pub(super) async fn typed<'p>(
+        &self,
+        sql: &str,
+        params: &[&'p (dyn ToSql + Sync)],
+    ) -> Result<Vec<(&'p (dyn ToSql + Sync), Type)>, Error> {
+        if params.is_empty() {
+            return Ok(Vec::new());
+        }
+        let types = match self.inner.described.get(sql) {
+            Some(types) => types,
+            None => {
+                let types = self.describe(sql).await?;
+                drop(self.inner.described.insert(sql, Arc::clone(&types)));
+                types
+            }
+        };
+        // A count that does not match is sent as it is: the server refuses
+        // the bind with its own message.
+        Ok(params
+            .iter()
+            .copied()
+            .zip(
+                types
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::repeat(Type::UNKNOWN)),
+            )
+            .collect())
+    }
+
+    /// The parameter types of `sql`, from a named statement that lives only
+    /// inside a transaction: the pooler keeps one server connection for the
+    /// transaction, so the prepare and its close reach the same one.
+    pub(super) async fn describe(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
+        let _one_at_a_time = self.inner.describing.lock().await;
+        if self.inner.raw_tx.load(Ordering::Relaxed) {
+            // Inside a transaction begun as text: prepare and close there.
+            let statement = self.inner.client.prepare(sql).await?;
+            return Ok(statement.params().into());
+        }
+        // Marked first, so a call dropped half-way is rolled back on return.
+        self.inner.raw_tx.store(true, Ordering::Relaxed);
+        self.inner.client.batch_execute("BEGIN").await?;
+        let described = self
+            .inner
+            .client
+            .prepare(sql)
+            .await
+            .map(|statement| Arc::<[Type]>::from(statement.params()));
+        // The statement was dropped above: its close is queued before this.
+        let end = if described.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        self.inner.client.batch_execute(end).await?;
+        self.inner.raw_tx.store(false, Ordering::Relaxed);
+        described
+    }
+}

@@ -1,0 +1,236 @@
+//! The pooled client's query forwarders: the driver's query methods, run
+//! as unnamed statements behind a transaction-mode pooler and watched for
+//! errors that retire the server.
+
+use std::sync::atomic::Ordering;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error, Row, SimpleQueryMessage, Statement, ToStatement};
+
+use super::client::PgClient;
+use super::session::{session_state, TxChange};
+use crate::PoolerMode;
+
+impl PgClient {
+    /// Runs a query and returns its rows, like [`Client::query`](tokio_postgres::Client::query).
+    ///
+    /// Under [`PoolerMode::Session`] this is `Client::query`. Under
+    /// [`PoolerMode::Transaction`], a query given as text runs as an
+    /// unnamed statement, safe behind a transaction-mode pooler (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode));
+    /// a [`Statement`] you prepared yourself is run as it is (only valid
+    /// within the transaction that prepared it).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::query`; behind a pooler, a call dropped during the
+    /// describe of a new query text leaves a transaction open, which the
+    /// [`Rollback`](super::ResetMode::Rollback) reset ends on return.
+    pub async fn query<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.inner.client.query_typed(sql, &typed).await)
+            }
+            None => self.observe(self.inner.client.query(statement, params).await),
+        }
+    }
+
+    /// Runs a query that returns exactly one row, like
+    /// [`Client::query_one`](tokio_postgres::Client::query_one); behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error, also when the query returns no row or more than
+    /// one.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn query_one<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.inner.client.query_typed_one(sql, &typed).await)
+            }
+            None => self.observe(self.inner.client.query_one(statement, params).await),
+        }
+    }
+
+    /// Runs a query that returns at most one row, like
+    /// [`Client::query_opt`](tokio_postgres::Client::query_opt); behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error, also when the query returns more than one row.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn query_opt<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.inner.client.query_typed_opt(sql, &typed).await)
+            }
+            None => self.observe(self.inner.client.query_opt(statement, params).await),
+        }
+    }
+
+    /// Runs a statement and returns the number of rows it changed, like
+    /// [`Client::execute`](tokio_postgres::Client::execute); behind a pooler, as [`query`](Self::query).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`query`](Self::query).
+    pub async fn execute<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error>
+    where
+        T: ?Sized + PgStatement,
+    {
+        match self.pooled_text(statement) {
+            Some(sql) => {
+                let typed = self.observe(self.typed(sql, params).await)?;
+                self.observe(self.inner.client.execute_typed(sql, &typed).await)
+            }
+            None => self.observe(self.inner.client.execute(statement, params).await),
+        }
+    }
+
+    /// Runs statements separated by `;` with the simple protocol, like
+    /// [`Client::batch_execute`](tokio_postgres::Client::batch_execute). Behind a pooler, statements that set
+    /// session state are logged at `WARN` (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::batch_execute`.
+    pub async fn batch_execute(&self, query: &str) -> Result<(), Error> {
+        self.inspect(query);
+        self.observe(self.inner.client.batch_execute(query).await)
+    }
+
+    /// Runs statements with the simple protocol and returns their text
+    /// rows, like [`Client::simple_query`](tokio_postgres::Client::simple_query); behind a pooler, inspected as
+    /// [`batch_execute`](Self::batch_execute).
+    ///
+    /// # Errors
+    ///
+    /// The driver's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::simple_query`.
+    pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
+        self.inspect(query);
+        self.observe(self.inner.client.simple_query(query).await)
+    }
+
+    /// Behind a pooler, the text of a query given as text, after looking at
+    /// what it does to the session. `None`: run it as the driver does.
+    pub(super) fn pooled_text<'q, T: ?Sized + PgStatement>(
+        &self,
+        statement: &'q T,
+    ) -> Option<&'q str> {
+        if self.inner.pooler_mode != PoolerMode::Transaction {
+            return None;
+        }
+        let sql = statement.text()?;
+        self.inspect(sql);
+        Some(sql)
+    }
+
+    /// Behind a pooler: warns about session state, follows `BEGIN`/`COMMIT`
+    /// sent as text.
+    pub(super) fn inspect(&self, sql: &str) {
+        if self.inner.pooler_mode != PoolerMode::Transaction {
+            return;
+        }
+        let found = session_state(sql);
+        if let Some(kind) = found.session_state {
+            tracing::warn!(
+                statement = kind,
+                "session state set through a pooled connection behind a transaction-mode \
+                 pooler (PoolerMode::Transaction): it stays on whichever server connection ran \
+                 it, where other clients see it, and is missing from the next transaction; \
+                 use SET LOCAL / transaction-level locks inside a transaction"
+            );
+        }
+        match found.tx {
+            Some(TxChange::Begin) => self.inner.raw_tx.store(true, Ordering::Relaxed),
+            Some(TxChange::End) => self.inner.raw_tx.store(false, Ordering::Relaxed),
+            None => {}
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for str {}
+    impl Sealed for String {}
+    impl Sealed for tokio_postgres::Statement {}
+}
+
+/// What [`PgClient::query`] and its siblings take: query text (`str`,
+/// `String`) or a prepared [`Statement`], as `Client::query` does.
+///
+/// Sealed: implemented for those three only.
+pub trait PgStatement: ToStatement + sealed::Sealed {
+    /// The query text, if this is text.
+    #[doc(hidden)]
+    fn text(&self) -> Option<&str>;
+}
+
+impl PgStatement for str {
+    fn text(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl PgStatement for String {
+    fn text(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl PgStatement for Statement {
+    fn text(&self) -> Option<&str> {
+        None
+    }
+}
