@@ -428,7 +428,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 }
                 // Back-off between failed connects, not a poll: the loop ends
                 // as soon as nobody wants a connection, and a caller that
-                // queues meanwhile cuts it short (`Connector::wake_pacing`):
+                // queues meanwhile cuts it short (`Health::wake_pacing`):
                 // the back-off paces attempts nobody is waiting for, never
                 // a caller's.
                 let pause = jittered(backoff);
