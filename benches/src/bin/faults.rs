@@ -1,5 +1,7 @@
 //! The fault comparison: the same faults, side by side, for our
-//! pool (`PostgresManager`, default validation), deadpool-postgres (fast
+//! pool (`PostgresManager`, default validation; with the `sqlx-manager`
+//! feature also `SqlxManager<PgConnection>`, `--pools ours-sqlx`),
+//! deadpool-postgres (fast
 //! recycling), bb8-postgres (its defaults) and sqlx's `PgPool` (its
 //! defaults), against a PostgreSQL cluster this binary starts (`initdb` in
 //! a temp dir, its own port; never the shared server). Prints a Markdown
@@ -9,7 +11,7 @@
 //!
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
-//!     [--pools ours,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
+//!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
 //!     [--repeats N] [--connects N]
 //! ```
 //!
@@ -75,18 +77,29 @@ const MAX_OPS_PER_TASK: usize = 200_000;
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Ours,
+    #[cfg(feature = "sqlx-manager")]
+    OursSqlx,
     Deadpool,
     Bb8,
     Sqlx,
 }
 
 impl Kind {
-    const ALL: [Kind; 4] = [Kind::Ours, Kind::Deadpool, Kind::Bb8, Kind::Sqlx];
+    const ALL: &'static [Kind] = &[
+        Kind::Ours,
+        #[cfg(feature = "sqlx-manager")]
+        Kind::OursSqlx,
+        Kind::Deadpool,
+        Kind::Bb8,
+        Kind::Sqlx,
+    ];
 
     /// The name `--pools` takes.
     fn key(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
+            #[cfg(feature = "sqlx-manager")]
+            Kind::OursSqlx => "ours-sqlx",
             Kind::Deadpool => "deadpool",
             Kind::Bb8 => "bb8",
             Kind::Sqlx => "sqlx",
@@ -96,6 +109,8 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Ours => "pool-core",
+            #[cfg(feature = "sqlx-manager")]
+            Kind::OursSqlx => "pool-core (sqlx)",
             Kind::Deadpool => "deadpool-postgres",
             Kind::Bb8 => "bb8-postgres",
             Kind::Sqlx => "sqlx PgPool",
@@ -133,6 +148,8 @@ impl Fault {
 #[derive(Clone)]
 enum AnyPool {
     Ours(pool_core::Pool<PostgresManager<NoTls>>),
+    #[cfg(feature = "sqlx-manager")]
+    OursSqlx(pool_core::Pool<pool_core::managers::sqlx::SqlxManager<sqlx::PgConnection>>),
     Deadpool(deadpool_postgres::Pool),
     Bb8(bb8::Pool<bb8_postgres::PostgresConnectionManager<NoTls>>),
     Sqlx(sqlx::PgPool),
@@ -146,22 +163,43 @@ impl AnyPool {
         app: &str,
         connects: Option<u32>,
     ) -> Result<Self, String> {
-        Ok(match kind {
-            Kind::Ours => {
-                let mut builder = pool_core::PoolConfig::builder()
-                    .max_size(MAX)
-                    .acquire_timeout(ACQUIRE)
-                    .connect_timeout(ACQUIRE);
-                if let Some(n) = connects {
-                    builder = builder.max_concurrent_connects(n);
-                }
-                let config = builder.build().map_err(|e| e.to_string())?;
-                AnyPool::Ours(
-                    pool_core::Pool::new(PostgresManager::new(pg, NoTls), config)
-                        .await
-                        .map_err(|e| e.to_string())?,
-                )
+        // Our pool's settings, the same for both of its managers.
+        let ours = || {
+            let mut builder = pool_core::PoolConfig::builder()
+                .max_size(MAX)
+                .acquire_timeout(ACQUIRE)
+                .connect_timeout(ACQUIRE);
+            if let Some(n) = connects {
+                builder = builder.max_concurrent_connects(n);
             }
+            builder.build().map_err(|e| e.to_string())
+        };
+        let sqlx_options = || {
+            sqlx::postgres::PgConnectOptions::new()
+                .host("127.0.0.1")
+                .port(port)
+                .username("postgres")
+                .password(PASSWORD)
+                .database("postgres")
+                .application_name(app)
+        };
+        Ok(match kind {
+            Kind::Ours => AnyPool::Ours(
+                pool_core::Pool::new(PostgresManager::new(pg, NoTls), ours()?)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            #[cfg(feature = "sqlx-manager")]
+            Kind::OursSqlx => AnyPool::OursSqlx(
+                pool_core::Pool::new(
+                    pool_core::managers::sqlx::SqlxManager::<sqlx::PgConnection>::new(
+                        sqlx_options(),
+                    ),
+                    ours()?,
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+            ),
             Kind::Deadpool => {
                 let manager = deadpool_postgres::Manager::from_config(
                     pg,
@@ -188,23 +226,14 @@ impl AnyPool {
                     .await
                     .map_err(|e| e.to_string())?,
             ),
-            Kind::Sqlx => {
-                let options = sqlx::postgres::PgConnectOptions::new()
-                    .host("127.0.0.1")
-                    .port(port)
-                    .username("postgres")
-                    .password(PASSWORD)
-                    .database("postgres")
-                    .application_name(app);
-                AnyPool::Sqlx(
-                    sqlx::postgres::PgPoolOptions::new()
-                        .max_connections(MAX)
-                        .acquire_timeout(ACQUIRE)
-                        .connect_with(options)
-                        .await
-                        .map_err(|e| e.to_string())?,
-                )
-            }
+            Kind::Sqlx => AnyPool::Sqlx(
+                sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(MAX)
+                    .acquire_timeout(ACQUIRE)
+                    .connect_with(sqlx_options())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
         })
     }
 
@@ -221,6 +250,16 @@ impl AnyPool {
                         query_outcome(c.simple_query("SELECT 1").await.is_ok()),
                         Some(got),
                     )
+                }
+            },
+            #[cfg(feature = "sqlx-manager")]
+            AnyPool::OursSqlx(p) => match p.get().await {
+                Err(e) if e.is_timeout() => (Outcome::GetTimeout, None),
+                Err(_) => (Outcome::GetError, None),
+                Ok(mut c) => {
+                    let got = Instant::now();
+                    let ok = sqlx::query("SELECT 1").execute(&mut *c).await.is_ok();
+                    (query_outcome(ok), Some(got))
                 }
             },
             AnyPool::Deadpool(p) => match p.get().await {
@@ -257,9 +296,21 @@ impl AnyPool {
         }
     }
 
+    /// Our pool's counts; `None` for the peers.
+    fn metrics(&self) -> Option<pool_core::PoolMetrics> {
+        match self {
+            AnyPool::Ours(p) => Some(p.metrics()),
+            #[cfg(feature = "sqlx-manager")]
+            AnyPool::OursSqlx(p) => Some(p.metrics()),
+            _ => None,
+        }
+    }
+
     async fn close(self) {
         match self {
             AnyPool::Ours(p) => p.close().await,
+            #[cfg(feature = "sqlx-manager")]
+            AnyPool::OursSqlx(p) => p.close().await,
             AnyPool::Deadpool(p) => p.close(),
             AnyPool::Bb8(p) => drop(p),
             AnyPool::Sqlx(p) => p.close().await,
@@ -295,9 +346,9 @@ async fn run(
     let sampler = start_sampler(cluster.admin_config(), &app, MAX);
     let states = Arc::new(std::sync::Mutex::new(Vec::new()));
     let state_stop = Arc::new(AtomicBool::new(false));
-    let state_task = match (&pool, timeline) {
-        (AnyPool::Ours(p), true) => {
-            let (p, states, stop) = (p.clone(), Arc::clone(&states), Arc::clone(&state_stop));
+    let state_task = match (pool.metrics().is_some(), timeline) {
+        (true, true) => {
+            let (p, states, stop) = (pool.clone(), Arc::clone(&states), Arc::clone(&state_stop));
             // Bounded by the stop flag and a count: at most one sample per
             // 10 ms over a run of a few seconds.
             Some(tokio::spawn(async move {
@@ -307,7 +358,7 @@ async fn run(
                         break;
                     }
                     tick.tick().await;
-                    let m = p.metrics();
+                    let Some(m) = p.metrics() else { break };
                     states
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -494,6 +545,29 @@ fn print_timeline(
             * 1e3;
         println!("  {at_ms:>5.0} {ok:>5} / {failed:<5}{state}");
     }
+    // Since when every slot holds an open connection, to the end of the
+    // window: whether the pool or the server paces what follows.
+    let end = up + step * 70;
+    let open = |m: &pool_core::PoolMetrics| m.idle + m.in_use;
+    let window: Vec<_> = states.iter().filter(|(at, _)| *at < end).collect();
+    let Some((first_at, first)) = window.first() else {
+        return;
+    };
+    let max = first.max_size;
+    // The sample after the last one short of `max`; none after it: not full.
+    let full_from = match window.iter().rposition(|(_, m)| open(m) < max) {
+        None => Some(*first_at),
+        Some(i) => window.get(i + 1).map(|(at, _)| *at),
+    };
+    match full_from {
+        Some(at) => println!(
+            "  full ({max} open) from {:+.0} ms after up",
+            (at.saturating_duration_since(up).as_secs_f64()
+                - up.saturating_duration_since(at).as_secs_f64())
+                * 1e3
+        ),
+        None => println!("  not full by 700 ms after up"),
+    }
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -541,7 +615,7 @@ async fn main() {
             continue;
         }
         for _ in 0..repeats {
-            for kind in Kind::ALL {
+            for &kind in Kind::ALL {
                 if !wanted(&pools, kind.key()) {
                     continue;
                 }
