@@ -18,7 +18,9 @@
 //!   ([`Health::failed_since`]).
 //! * **Rejections in a row**: checkout checks that rejected connections
 //!   opened after the previous rejection; connectors back off while there
-//!   are any ([`Health::count_check`]).
+//!   are any ([`Health::count_check`]), until a check passes or a connect
+//!   fails ([`Health::count_failure`]: the server went down, and the one
+//!   that comes back starts clean).
 
 use std::any::Any;
 use std::error::Error;
@@ -269,7 +271,17 @@ impl<E> Health<E> {
     }
 
     /// Counts a failed connect; the number in a row, this one included.
+    ///
+    /// It also ends a rejection streak (see [`count_check`](Self::count_check)):
+    /// connects failing is a server down, paced by the connect back-off,
+    /// and the server that comes back is a new one. Kept, the streak of the
+    /// server before a restart would pause every connect after it (up to
+    /// a second each) until a checkout check passed again.
     pub(crate) fn count_failure(&self) -> u32 {
+        // Relaxed: a back-off hint, as in `count_check`.
+        if self.rejected_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.rejected_in_a_row.store(0, Ordering::Relaxed);
+        }
         self.failed_in_a_row
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1)
@@ -382,5 +394,9 @@ mod tests {
         assert_eq!(h.rejected_in_a_row(), 1);
         h.count_check(&clock, clock.now(), true);
         assert_eq!(h.rejected_in_a_row(), 0);
+        h.count_check(&clock, clock.now(), false);
+        assert_eq!(h.rejected_in_a_row(), 1);
+        h.count_failure();
+        assert_eq!(h.rejected_in_a_row(), 0, "a failed connect ends the streak");
     }
 }

@@ -45,7 +45,9 @@
 //! while that count is not zero, instead of opening and closing connections
 //! as fast as the server answers until the callers' deadlines. Stale
 //! connections failing their check (the server restarted) count once:
-//! replacing them at once is what the caller wants.
+//! replacing them at once is what the caller wants. A failed connect ends
+//! the count: the server went down, the connect back-off paces from there,
+//! and the server that comes back starts with no pause.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -97,3 +97,32 @@ async fn hanging_validation_times_out_in_the_validation_phase() {
     }
     assert!(err.to_string().contains("validating a connection"), "{err}");
 }
+
+/// A restart seen from the pool: the idle connection fails its check (a
+/// rejection, which paces the connectors by the back-off) and connects
+/// fail. The pause for rejected connections belongs to the server before
+/// the restart: the first failed connect ends it, so the first `get()`
+/// after the server is back connects at once, not after the 4-6 ms pause
+/// (and one more for each connector round reopening the pool).
+#[tokio::test(start_paused = true)]
+async fn a_failed_connect_ends_the_pause_for_rejected_connections() {
+    let (mock, pool) =
+        support::pool(validating(1, Duration::ZERO).acquire_timeout(Duration::from_secs(30))).await;
+    support::use_each(&pool, 1).await;
+    mock.script.set(&mock.script.fail_valid, true);
+    mock.script.set(&mock.script.fail_connect, true);
+    assert!(pool.get().await.is_err(), "the database is down");
+    assert_eq!(pool.metrics().evictions.validation, 1);
+    // Back, healthy: connects and pings work again.
+    mock.script.set(&mock.script.fail_connect, false);
+    mock.script.set(&mock.script.fail_valid, false);
+    let started = tokio::time::Instant::now();
+    let conn = pool.get().await.unwrap();
+    // On the paused clock a connect without a pause takes no time at all.
+    assert!(
+        started.elapsed() < Duration::from_millis(1),
+        "the first get() after the restart waited {:?}",
+        started.elapsed()
+    );
+    drop(conn);
+}
