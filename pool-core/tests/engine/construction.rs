@@ -40,8 +40,7 @@ async fn new_fails_fast_on_an_unreachable_database() {
 
 #[tokio::test(start_paused = true)]
 async fn new_reports_a_connect_timeout_as_such() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let err = Pool::new(
         mock.clone(),
         config(4)

@@ -313,8 +313,7 @@ async fn refill_does_not_race_pool_new_past_min_size() {
     // `Pool::new` opens min_size connections itself; the housekeeper's
     // refill, running while those connects are under way, must not open
     // more on top of them.
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(10, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(10);
     let pool = support::started(
         &mock,
         config(10)

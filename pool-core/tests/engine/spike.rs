@@ -1,7 +1,6 @@
 //! Demand-driven creation: a burst against short queries is served by
 //! returns, not by a connection per request (HikariCP's "spike demand").
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::support;
@@ -14,8 +13,7 @@ use pool_core::Pool;
 /// (at most `max_concurrent_connects`) are opened.
 #[tokio::test(start_paused = true)]
 async fn a_burst_opens_a_handful_not_one_per_request() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(150, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(150);
     let pool = support::started(&mock, config(50).min_size(5)).await;
     assert_eq!(pool.metrics().total, 5);
     let started = tokio::time::Instant::now();
@@ -50,8 +48,7 @@ async fn a_burst_opens_a_handful_not_one_per_request() {
 /// connection serves the next caller or goes idle.
 #[tokio::test(start_paused = true)]
 async fn a_connect_outlives_the_caller_that_asked_for_it() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(100, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(100);
     let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
     let r = pool.get_timeout(Duration::from_millis(10)).await;
     assert!(r.is_err());
@@ -66,8 +63,7 @@ async fn a_connect_outlives_the_caller_that_asked_for_it() {
 /// Never more than `max_concurrent_connects` connects at once.
 #[tokio::test(start_paused = true)]
 async fn connects_are_bounded() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(50, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(50);
     let pool = Pool::new_lazy(
         mock.clone(),
         config(20).max_concurrent_connects(3).build().unwrap(),

@@ -71,8 +71,7 @@ async fn wait_phase_with_the_connect_error_when_the_database_refuses() {
 async fn wait_phase_when_a_connect_hangs() {
     // The connect runs apart from the caller: the caller's own time ran out
     // while waiting for it.
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let pool = Pool::new_lazy(
         mock.clone(),
         config(1)
@@ -163,8 +162,7 @@ async fn a_check_timing_out_is_replaced_by_a_fresh_unchecked_connection() {
 
 #[tokio::test(start_paused = true)]
 async fn connect_phase_from_pool_new() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let err = Pool::new(
         mock.clone(),
         config(2)

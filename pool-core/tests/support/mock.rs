@@ -111,6 +111,22 @@ pub struct Mock {
     pub script: Arc<Script>,
 }
 
+impl Mock {
+    /// A mock whose every connect takes `ms` milliseconds.
+    pub fn with_connect_delay(ms: u64) -> Self {
+        let mock = Self::default();
+        mock.script.connect_delay_ms.store(ms, Ordering::SeqCst);
+        mock
+    }
+
+    /// A mock whose every reset takes `ms` milliseconds.
+    pub fn with_reset_delay(ms: u64) -> Self {
+        let mock = Self::default();
+        mock.script.reset_delay_ms.store(ms, Ordering::SeqCst);
+        mock
+    }
+}
+
 #[derive(Debug)]
 pub struct MockError(pub &'static str);
 
