@@ -7,7 +7,6 @@ use std::time::Duration;
 use pool_core::managers::tokio_postgres::{
     HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
 };
-use pool_core::PoolConfig;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
@@ -82,14 +81,11 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
     // A host whose bound is reached: the checkout waits its own limit out,
     // and the event says which host ran out.
     let tight = HostPool::builder(hosts(&[&primary, &standby], "hosts_tight"), NoTls)
-        .pool_config(
-            PoolConfig::builder()
-                .name("tight")
-                .max_size(1)
-                .acquire_timeout(Duration::from_millis(200))
-                .build()
-                .unwrap(),
-        )
+        .pool_config(crate::support::db::named_config(
+            "tight",
+            1,
+            Duration::from_millis(200),
+        ))
         .build()
         .await
         .expect("the tight host pool");
