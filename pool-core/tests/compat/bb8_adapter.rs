@@ -172,9 +172,8 @@ async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_terminated_connection_is_replaced() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let pg = PostgresConnectionManager::new(support::pg::config(&url), NoTls);
+    let (pg_config, admin) = support::pg::server().await;
+    let pg = PostgresConnectionManager::new(pg_config, NoTls);
     let pool = Pool::new(Bb8Manager::new(pg), config(1, ValidationMode::IsValid))
         .await
         .expect("pool");

@@ -15,9 +15,8 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let m = PostgresManager::new(support::pg::config(&url), NoTls);
+    let (config, admin) = support::pg::server().await;
+    let m = PostgresManager::new(config, NoTls);
     let mut conn = m.connect().await.expect("connect");
     let pid = support::pg::backend_pid(&conn).await;
 

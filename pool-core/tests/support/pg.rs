@@ -29,6 +29,17 @@ pub async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// `DATABASE_URL`'s settings and an [`admin`] client on it: what a test
+/// that watches its connections from the server's side starts with.
+///
+/// # Panics
+///
+/// When `DATABASE_URL` is unset or invalid, or the admin cannot connect.
+pub async fn server() -> (tokio_postgres::Config, tokio_postgres::Client) {
+    let url = super::db::url("DATABASE_URL");
+    (config(&url), admin(&url).await)
+}
+
 /// The server process id behind a client.
 pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
     client
