@@ -80,16 +80,7 @@ async fn wait_phase_when_a_connect_hangs() {
             .unwrap(),
     );
     let err = pool.get_timeout(ms(500)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PoolError::Timeout {
-                phase: TimeoutPhase::Wait,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    support::assert_wait_timeout(&err);
     let m = pool.metrics();
     assert_eq!(
         m.opening, 1,

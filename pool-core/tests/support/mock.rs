@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_core::{
-    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, ValidationMode,
+    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, PoolError,
+    TimeoutPhase, ValidationMode,
 };
 
 /// What the mock's connections and calls did, shared with the test.
@@ -560,6 +561,19 @@ pub fn lazy(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
     let mock = Mock::default();
     let pool = Pool::new_lazy(mock.clone(), config.build().unwrap());
     (mock, pool)
+}
+
+/// Asserts `err` is a timeout of the wait phase, and returns how long it
+/// waited.
+pub fn assert_wait_timeout<E: fmt::Debug>(err: &PoolError<E>) -> Duration {
+    match err {
+        PoolError::Timeout {
+            phase: TimeoutPhase::Wait,
+            waited,
+            ..
+        } => *waited,
+        other => panic!("expected a wait timeout, got {other:?}"),
+    }
 }
 
 /// A `get()` in a task of its own (a caller that waits while the test goes
