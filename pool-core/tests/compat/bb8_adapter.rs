@@ -70,30 +70,26 @@ fn config(max: u32, mode: ValidationMode) -> PoolConfig {
         .expect("config")
 }
 
+/// How many `is_valid` calls three checkouts of one connection make under
+/// `mode`.
+async fn checks_over_three_checkouts(mode: ValidationMode) -> usize {
+    let pool = Pool::new(Bb8Manager::new(Fake::default()), config(1, mode))
+        .await
+        .expect("pool");
+    for _ in 0..3 {
+        drop(pool.get().await.expect("get"));
+    }
+    pool.manager().get_ref().checks.load(Ordering::SeqCst)
+}
+
 #[tokio::test]
 async fn is_valid_runs_at_checkout_only_when_validation_is_on() {
-    let pool = Pool::new(
-        Bb8Manager::new(Fake::default()),
-        config(1, ValidationMode::IsValid),
-    )
-    .await
-    .expect("pool");
-    for _ in 0..3 {
-        drop(pool.get().await.expect("get"));
-    }
     // Not the first checkout: the connection was opened moments ago.
-    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 2);
-
-    let pool = Pool::new(
-        Bb8Manager::new(Fake::default()),
-        config(1, ValidationMode::None),
-    )
-    .await
-    .expect("pool");
-    for _ in 0..3 {
-        drop(pool.get().await.expect("get"));
-    }
-    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        checks_over_three_checkouts(ValidationMode::IsValid).await,
+        2
+    );
+    assert_eq!(checks_over_three_checkouts(ValidationMode::None).await, 0);
 }
 
 #[tokio::test]
