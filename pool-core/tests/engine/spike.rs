@@ -11,21 +11,28 @@ use pool_core::Pool;
 /// requests: the five warm connections serve the burst in ~20 ms, long
 /// before a new connect could finish, so only the connects already started
 /// (at most `max_concurrent_connects`) are opened.
+/// Spawns `n` tasks that each check out a connection and hold it for
+/// `hold`.
+fn hold_each(pool: &Pool<Mock>, n: usize, hold: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let conn = pool.get().await.unwrap();
+                tokio::time::sleep(hold).await;
+                drop(conn);
+            })
+        })
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_burst_opens_a_handful_not_one_per_request() {
     let mock = Mock::with_connect_delay(150);
     let pool = support::started(&mock, config(50).min_size(5)).await;
     assert_eq!(pool.metrics().total, 5);
     let started = tokio::time::Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let pool = pool.clone();
-        tasks.push(tokio::spawn(async move {
-            let conn = pool.get().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            drop(conn);
-        }));
-    }
+    let tasks = hold_each(&pool, 50, Duration::from_millis(2));
     for t in tasks {
         t.await.unwrap();
     }
@@ -68,15 +75,7 @@ async fn connects_are_bounded() {
         mock.clone(),
         config(20).max_concurrent_connects(3).build().unwrap(),
     );
-    let mut tasks = Vec::new();
-    for _ in 0..20 {
-        let pool = pool.clone();
-        tasks.push(tokio::spawn(async move {
-            let c = pool.get().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(1_000)).await;
-            drop(c);
-        }));
-    }
+    let tasks = hold_each(&pool, 20, Duration::from_millis(1_000));
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let m = pool.metrics();

@@ -17,8 +17,7 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn wait_phase_when_every_connection_is_busy() {
-    let (_, pool) = support::pool(config(1)).await;
-    let _held = pool.get().await.unwrap();
+    let (pool, _held) = support::held_one().await;
     let err = pool.get_timeout(ms(100)).await.unwrap_err();
     let PoolError::Timeout {
         waited,

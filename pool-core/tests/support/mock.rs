@@ -536,6 +536,18 @@ pub async fn pool(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
     (mock, pool)
 }
 
+/// A [`pool`] of one whose only connection is checked out, so the next
+/// caller waits; the pool and that connection.
+///
+/// # Panics
+///
+/// When the pool fails to open or to hand out its connection.
+pub async fn held_one() -> (Pool<Mock>, pool_core::PooledConnection<Mock>) {
+    let (_, pool) = pool(config(1)).await;
+    let held = pool.get().await.unwrap();
+    (pool, held)
+}
+
 /// [`pool`] over a manager the test made (a [`Mock`] it scripted first, or
 /// a manager of its own).
 ///
@@ -574,6 +586,17 @@ pub fn assert_wait_timeout<E: fmt::Debug>(err: &PoolError<E>) -> Duration {
         } => *waited,
         other => panic!("expected a wait timeout, got {other:?}"),
     }
+}
+
+/// Spawns `task` with a handle of its own on `pool`.
+pub fn spawn_on<M, F, Fut>(pool: &Pool<M>, task: F) -> tokio::task::JoinHandle<Fut::Output>
+where
+    M: ManageConnection,
+    F: FnOnce(Pool<M>) -> Fut,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    tokio::spawn(task(pool.clone()))
 }
 
 /// A `get()` in a task of its own (a caller that waits while the test goes
