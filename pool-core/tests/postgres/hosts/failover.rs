@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pool_core::managers::hosts::{HostBackend, HostConnection, HostPool};
 use pool_core::managers::tokio_postgres::{HostEvent, HostPoolError, PostgresManager};
 use pool_core::{Pool, PoolConfig, PoolError};
 use tokio_postgres::error::SqlState;
@@ -61,12 +62,49 @@ fn query_outcome(r: Result<tokio_postgres::Row, tokio_postgres::Error>) -> Outco
     }
 }
 
+/// A tokio-postgres host connection's outcome for `sql`.
+async fn tokio_query(conn: HostConnection<PostgresManager<NoTls>>, sql: &'static str) -> Outcome {
+    query_outcome(conn.query_one(sql, &[]).await)
+}
+
 pub(super) fn pool_outcome<E>(e: &PoolError<E>) -> Outcome {
     if e.is_timeout() {
         Outcome::Timeout
     } else {
         Outcome::CheckoutFailed
     }
+}
+
+/// Runs `query` (given the side's SQL) on the connection of `side` that
+/// `pool` hands out, in a loop until `stop`, logging each outcome.
+pub(super) fn spawn_host_loop<M, Q, Fut>(
+    pool: &HostPool<M>,
+    side: Side,
+    log: &Log,
+    stop: &Arc<AtomicBool>,
+    query: Q,
+) -> tokio::task::JoinHandle<()>
+where
+    M: HostBackend,
+    Q: Fn(HostConnection<M>, &'static str) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = Outcome> + Send,
+{
+    let pool = pool.clone();
+    spawn_loop(side, log, stop, move || {
+        let pool = pool.clone();
+        async move {
+            let (checkout, sql) = match side {
+                Side::Write => (pool.write().await, WRITE_SQL),
+                Side::Read => (pool.read().await, READ_SQL),
+            };
+            match checkout {
+                Ok(conn) => query(conn, sql).await,
+                Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
+                Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
+                Err(e) => panic!("{side:?} checkout: {e}"),
+            }
+        }
+    })
 }
 
 /// Runs `op` in a loop until `stop`, logging each outcome.
@@ -157,18 +195,13 @@ async fn promote_the_standby_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..WRITERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Write, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.write().await {
-                    Ok(conn) => query_outcome(conn.query_one(WRITE_SQL, &[]).await),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("write checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(
+            &pool,
+            Side::Write,
+            &log,
+            &stop,
+            tokio_query,
+        ));
         let p = plain.clone();
         tasks.push(spawn_loop(Side::Write, &plain_log, &stop, move || {
             let p = p.clone();
@@ -181,18 +214,7 @@ async fn promote_the_standby_under_load() {
         }));
     }
     for _ in 0..READERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Read, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.read().await {
-                    Ok(conn) => query_outcome(conn.query_one(READ_SQL, &[]).await),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("read checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Read, &log, &stop, tokio_query));
         let p = plain.clone();
         tasks.push(spawn_loop(Side::Read, &plain_log, &stop, move || {
             let p = p.clone();

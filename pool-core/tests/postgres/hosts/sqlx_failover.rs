@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pool_core::managers::hosts::{HostEvent, HostPool, HostPoolError, ServerRole};
+use pool_core::managers::hosts::{HostConnection, HostEvent, HostPool, ServerRole};
+use pool_core::managers::sqlx::SqlxManager;
 use pool_core::PoolConfig;
 use sqlx::postgres::PgConnectOptions;
+use sqlx::PgConnection;
 use tokio_postgres::error::SqlState;
 
-use super::failover::{
-    pool_outcome, spawn_loop, summary, Log, Outcome, Side, READERS, READ_SQL, WRITERS, WRITE_SQL,
-};
+use super::failover::{spawn_host_loop, summary, Log, Outcome, Side, READERS, WRITERS};
 use super::{addr, primary_and_standby, SERIAL};
 
 fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
@@ -23,6 +23,18 @@ fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
         Err(sqlx::Error::Database(e)) => Outcome::Query(e.code().map(|c| SqlState::from_code(&c))),
         Err(_) => Outcome::Query(None),
     }
+}
+
+/// A sqlx host connection's outcome for `sql`.
+async fn sqlx_query(
+    mut conn: HostConnection<SqlxManager<PgConnection>>,
+    sql: &'static str,
+) -> Outcome {
+    sqlx_outcome(
+        sqlx::query_scalar::<_, i32>(sql)
+            .fetch_one(&mut *conn)
+            .await,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,40 +82,10 @@ async fn sqlx_hosts_follow_a_promotion_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..WRITERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Write, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.write().await {
-                    Ok(mut conn) => sqlx_outcome(
-                        sqlx::query_scalar::<_, i32>(WRITE_SQL)
-                            .fetch_one(&mut *conn)
-                            .await,
-                    ),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("write checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Write, &log, &stop, sqlx_query));
     }
     for _ in 0..READERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Read, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.read().await {
-                    Ok(mut conn) => sqlx_outcome(
-                        sqlx::query_scalar::<_, i32>(READ_SQL)
-                            .fetch_one(&mut *conn)
-                            .await,
-                    ),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("read checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Read, &log, &stop, sqlx_query));
     }
 
     tokio::time::sleep(Duration::from_secs(1)).await;
