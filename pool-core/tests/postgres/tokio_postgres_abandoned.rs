@@ -15,9 +15,7 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired() {
-    let (config, admin) = support::pg::server().await;
-    let m = PostgresManager::new(config, NoTls);
-    let mut conn = m.connect().await.expect("connect");
+    let (m, mut conn, admin) = support::pg::connected_manager().await;
     let pid = support::pg::backend_pid(&conn).await;
 
     let err = conn

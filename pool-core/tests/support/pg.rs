@@ -40,6 +40,26 @@ pub async fn server() -> (tokio_postgres::Config, tokio_postgres::Client) {
     (config(&url), admin(&url).await)
 }
 
+/// A [`PostgresManager`] on `DATABASE_URL`, a connection it opened, and an
+/// [`admin`] client to watch that connection from the server's side.
+///
+/// # Panics
+///
+/// As [`server`] does, and when the manager cannot connect.
+#[cfg(feature = "tokio-postgres")]
+pub async fn connected_manager() -> (
+    pool_core::managers::tokio_postgres::PostgresManager<tokio_postgres::NoTls>,
+    pool_core::managers::tokio_postgres::PgClient,
+    tokio_postgres::Client,
+) {
+    use pool_core::ManageConnection;
+    let (config, admin) = server().await;
+    let manager =
+        pool_core::managers::tokio_postgres::PostgresManager::new(config, tokio_postgres::NoTls);
+    let conn = manager.connect().await.expect("connect");
+    (manager, conn, admin)
+}
+
 /// The server process id behind a client.
 pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
     client
