@@ -168,13 +168,7 @@ async fn timed_out_query_does_not_delay_the_next_checkout() {
         .expect("pool");
 
     let conn = pool.get().await.expect("get");
-    let err = conn
-        .with_timeout(
-            Duration::from_millis(100),
-            conn.query("SELECT pg_sleep(5)", &[]),
-        )
-        .await
-        .expect_err("pg_sleep(5) outlives 100 ms");
+    let err = support::pg::outlived_query(&conn, 5).await;
     assert!(matches!(err, QueryError::TimedOut { .. }), "{err:?}");
     drop(conn);
 

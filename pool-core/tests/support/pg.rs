@@ -60,6 +60,23 @@ pub async fn connected_manager() -> (
     (manager, conn, admin)
 }
 
+/// Runs `SELECT pg_sleep(secs)` on `conn` under a 100 ms time limit and
+/// returns the error it ends in.
+///
+/// # Panics
+///
+/// When the query finishes within the limit.
+#[cfg(feature = "tokio-postgres")]
+pub async fn outlived_query(
+    conn: &pool_core::managers::tokio_postgres::PgClient,
+    secs: u32,
+) -> pool_core::managers::tokio_postgres::QueryError {
+    let sql = format!("SELECT pg_sleep({secs})");
+    conn.with_timeout(std::time::Duration::from_millis(100), conn.query(&sql, &[]))
+        .await
+        .expect_err("pg_sleep outlives 100 ms")
+}
+
 /// The server process id behind a client.
 pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
     client
