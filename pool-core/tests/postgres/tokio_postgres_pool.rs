@@ -77,9 +77,7 @@ async fn concurrent_queries_stay_within_the_bound() {
         peak_on_server = peak_on_server.max(support::pg::sessions(&admin, &tag).await);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     let pids = pids.lock().unwrap().len();
     assert!(
         (1..=MAX as usize).contains(&pids),

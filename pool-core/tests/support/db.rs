@@ -42,6 +42,17 @@ pub fn named_config(name: &str, max_size: u32, acquire: Duration) -> pool_core::
         .unwrap()
 }
 
+/// Awaits every task in `tasks`, in order.
+///
+/// # Panics
+///
+/// When a task panicked.
+pub async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<T>>) {
+    for t in tasks {
+        t.await.expect("task");
+    }
+}
+
 /// Upper bound on one database test, so a hung server fails the test
 /// instead of stalling the run.
 pub const TEST_BOUND: Duration = Duration::from_secs(60);
