@@ -27,10 +27,7 @@ async fn new_fails_fast_on_an_unreachable_database() {
     let err = Pool::new(mock.clone(), config(4).build().unwrap())
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, PoolError::Backend(e) if e.0 == "connection refused"),
-        "{err:?}"
-    );
+    support::assert_backend_error(&err, "connection refused");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "it should not wait for acquire_timeout"

@@ -575,6 +575,14 @@ pub fn lazy(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
     (mock, pool)
 }
 
+/// Asserts `err` is the mock's own error with the text `what`.
+pub fn assert_backend_error(err: &PoolError<MockError>, what: &str) {
+    assert!(
+        matches!(err, PoolError::Backend(e) if e.0 == what),
+        "{err:?}"
+    );
+}
+
 /// Asserts `err` is a timeout of the wait phase, and returns how long it
 /// waited.
 pub fn assert_wait_timeout<E: fmt::Debug>(err: &PoolError<E>) -> Duration {
