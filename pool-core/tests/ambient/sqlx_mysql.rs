@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::Pool;
 
 type Conn = sqlx::MySqlConnection;
 
@@ -13,12 +13,8 @@ const SLOW: &str = "SELECT SLEEP(2)";
 
 async fn pool(max_size: u32) -> P {
     let url = crate::support::db::url("MYSQL_URL");
-    let config = PoolConfig::builder()
-        .name("ambient-sqlx-mysql")
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let config =
+        crate::support::db::named_config("ambient-sqlx-mysql", max_size, Duration::from_secs(30));
     Pool::new(SqlxManager::<Conn>::from_url(&url).unwrap(), config)
         .await
         .unwrap()

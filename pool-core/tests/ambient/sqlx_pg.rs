@@ -13,12 +13,7 @@ type Conn = sqlx::PgConnection;
 const SLOW: &str = "SELECT pg_sleep(2)";
 
 fn config(max_size: u32) -> PoolConfig {
-    PoolConfig::builder()
-        .name("ambient-sqlx-pg")
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
+    crate::support::db::named_config("ambient-sqlx-pg", max_size, Duration::from_secs(30))
 }
 
 async fn pool(max_size: u32) -> P {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::Pool;
 use sqlx::sqlite::SqliteConnectOptions;
 
 type Conn = sqlx::SqliteConnection;
@@ -70,12 +70,8 @@ async fn open(path: std::path::PathBuf, max_size: u32) -> P {
         .filename(path)
         .create_if_missing(true)
         .busy_timeout(Duration::from_millis(100));
-    let config = PoolConfig::builder()
-        .name("ambient-sqlx-sqlite")
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let config =
+        crate::support::db::named_config("ambient-sqlx-sqlite", max_size, Duration::from_secs(30));
     Pool::new(SqlxManager::<Conn>::new(options), config)
         .await
         .unwrap()

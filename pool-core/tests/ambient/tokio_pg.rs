@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use pool_core::ambient::{self, Isolation, Propagation, TxError};
 use pool_core::managers::tokio_postgres::{PgError, PostgresManager, ResetMode};
-use pool_core::{Pool, PoolConfig};
+use pool_core::Pool;
 use tokio_postgres::NoTls;
 
 use crate::support::db::{bounded, eventually, unique};
@@ -23,12 +23,11 @@ type F = Fail<PgError>;
 async fn pool_with(max_size: u32, mode: ResetMode) -> P {
     let url = crate::support::db::url("DATABASE_URL");
     let config: tokio_postgres::Config = url.parse().unwrap();
-    let pool_config = PoolConfig::builder()
-        .name("ambient-tokio-postgres")
-        .max_size(max_size)
-        .acquire_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let pool_config = crate::support::db::named_config(
+        "ambient-tokio-postgres",
+        max_size,
+        Duration::from_secs(30),
+    );
     Pool::new(
         PostgresManager::new(config, NoTls).reset_mode(mode),
         pool_config,

@@ -70,30 +70,26 @@ fn config(max: u32, mode: ValidationMode) -> PoolConfig {
         .expect("config")
 }
 
+/// How many `is_valid` calls three checkouts of one connection make under
+/// `mode`.
+async fn checks_over_three_checkouts(mode: ValidationMode) -> usize {
+    let pool = Pool::new(Bb8Manager::new(Fake::default()), config(1, mode))
+        .await
+        .expect("pool");
+    for _ in 0..3 {
+        drop(pool.get().await.expect("get"));
+    }
+    pool.manager().get_ref().checks.load(Ordering::SeqCst)
+}
+
 #[tokio::test]
 async fn is_valid_runs_at_checkout_only_when_validation_is_on() {
-    let pool = Pool::new(
-        Bb8Manager::new(Fake::default()),
-        config(1, ValidationMode::IsValid),
-    )
-    .await
-    .expect("pool");
-    for _ in 0..3 {
-        drop(pool.get().await.expect("get"));
-    }
     // Not the first checkout: the connection was opened moments ago.
-    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 2);
-
-    let pool = Pool::new(
-        Bb8Manager::new(Fake::default()),
-        config(1, ValidationMode::None),
-    )
-    .await
-    .expect("pool");
-    for _ in 0..3 {
-        drop(pool.get().await.expect("get"));
-    }
-    assert_eq!(pool.manager().get_ref().checks.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        checks_over_three_checkouts(ValidationMode::IsValid).await,
+        2
+    );
+    assert_eq!(checks_over_three_checkouts(ValidationMode::None).await, 0);
 }
 
 #[tokio::test]
@@ -158,9 +154,7 @@ async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
             }
         }));
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     let distinct = pids.lock().unwrap().len();
     assert!(
         (1..=MAX as usize).contains(&distinct),
@@ -172,9 +166,8 @@ async fn bb8_postgres_runs_concurrent_queries_within_the_bound() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn bb8_postgres_terminated_connection_is_replaced() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let pg = PostgresConnectionManager::new(support::pg::config(&url), NoTls);
+    let (pg_config, admin) = support::pg::server().await;
+    let pg = PostgresConnectionManager::new(pg_config, NoTls);
     let pool = Pool::new(Bb8Manager::new(pg), config(1, ValidationMode::IsValid))
         .await
         .expect("pool");

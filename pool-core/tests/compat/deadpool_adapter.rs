@@ -183,9 +183,7 @@ async fn deadpool_postgres_runs_concurrent_queries_within_the_bound() {
             }
         }));
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     let distinct = pids.lock().unwrap().len();
     assert!(
         (1..=MAX as usize).contains(&distinct),

@@ -11,8 +11,7 @@ use pool_core::Pool;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(1);
     let pool = Pool::new_lazy(
         mock.clone(),
         config(8).max_concurrent_connects(4).build().unwrap(),

@@ -35,8 +35,7 @@ async fn assert_no_slot_lost(pool: &Pool<Mock>, mock: &Mock, max: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_random_timeouts_and_selects_lose_nothing() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(2, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(2);
     let max = 4;
     let pool = Pool::new_lazy(
         mock.clone(),
@@ -90,8 +89,7 @@ async fn thousands_of_random_timeouts_and_selects_lose_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_tasks_lose_nothing() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(1, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(1);
     let max = 3;
     let pool = Pool::new_lazy(mock.clone(), config(max).build().unwrap());
     for round in 0..30u64 {

@@ -27,10 +27,7 @@ async fn new_fails_fast_on_an_unreachable_database() {
     let err = Pool::new(mock.clone(), config(4).build().unwrap())
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, PoolError::Backend(e) if e.0 == "connection refused"),
-        "{err:?}"
-    );
+    support::assert_backend_error(&err, "connection refused");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "it should not wait for acquire_timeout"
@@ -40,8 +37,7 @@ async fn new_fails_fast_on_an_unreachable_database() {
 
 #[tokio::test(start_paused = true)]
 async fn new_reports_a_connect_timeout_as_such() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let err = Pool::new(
         mock.clone(),
         config(4)

@@ -23,22 +23,18 @@ fn waited(r: Result<pool_core::PooledConnection<Mock>, PoolError<support::MockEr
 /// deadline at all) still fires on time: the sweeper re-arms for it.
 #[tokio::test(start_paused = true)]
 async fn an_earlier_deadline_queued_later_fires_first() {
-    let (_, pool) = support::pool(config(1)).await;
-    let _held = pool.get().await.unwrap();
-    let forever = {
-        let pool = pool.clone();
-        tokio::spawn(async move { pool.get_timeout(Duration::MAX).await.map(|c| c.id) })
-    };
+    let (pool, _held) = support::held_one().await;
+    let forever = support::spawn_on(&pool, |pool| async move {
+        pool.get_timeout(Duration::MAX).await.map(|c| c.id)
+    });
     until(|| pool.metrics().waiting == 1).await;
-    let long = {
-        let pool = pool.clone();
-        tokio::spawn(async move { waited(pool.get_timeout(Duration::from_secs(10)).await) })
-    };
+    let long = support::spawn_on(&pool, |pool| async move {
+        waited(pool.get_timeout(Duration::from_secs(10)).await)
+    });
     until(|| pool.metrics().waiting == 2).await;
-    let short = {
-        let pool = pool.clone();
-        tokio::spawn(async move { waited(pool.get_timeout(Duration::from_millis(100)).await) })
-    };
+    let short = support::spawn_on(&pool, |pool| async move {
+        waited(pool.get_timeout(Duration::from_millis(100)).await)
+    });
     assert_eq!(short.await.unwrap(), Duration::from_millis(100));
     assert_eq!(pool.metrics().waiting, 2, "the others still wait");
     assert_eq!(long.await.unwrap(), Duration::from_secs(10));
@@ -51,8 +47,7 @@ async fn an_earlier_deadline_queued_later_fires_first() {
 /// Many waiters with staggered deadlines each time out at their own.
 #[tokio::test(start_paused = true)]
 async fn each_waiter_times_out_at_its_own_deadline() {
-    let (_, pool) = support::pool(config(1)).await;
-    let _held = pool.get().await.unwrap();
+    let (pool, _held) = support::held_one().await;
     let mut waiters = Vec::new();
     for i in (1..=20u64).rev() {
         let pool = pool.clone();
@@ -73,16 +68,12 @@ async fn each_waiter_times_out_at_its_own_deadline() {
 /// next caller can still use the pool at once.
 #[tokio::test(start_paused = true)]
 async fn a_served_waiter_is_not_timed_out() {
-    let (_, pool) = support::pool(config(1)).await;
-    let held = pool.get().await.unwrap();
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            let c = pool.get_timeout(Duration::from_millis(100)).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            c.id
-        })
-    };
+    let (pool, held) = support::held_one().await;
+    let waiter = support::spawn_on(&pool, |pool| async move {
+        let c = pool.get_timeout(Duration::from_millis(100)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c.id
+    });
     until(|| pool.metrics().waiting == 1).await;
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;

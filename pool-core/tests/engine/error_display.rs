@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support;
-use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError, TimeoutPhase};
+use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError};
 
 #[derive(Debug)]
 struct Refused(&'static str);
@@ -106,16 +106,7 @@ async fn a_wait_that_runs_out_says_waiting_and_the_counts() {
         .get_timeout(Duration::from_millis(1_500))
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PoolError::Timeout {
-                phase: TimeoutPhase::Wait,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    support::assert_wait_timeout(&err);
     let text = err.to_string();
     assert!(
         text.starts_with("timed out after 1.5s waiting for a connection (1 of 1 open: "),

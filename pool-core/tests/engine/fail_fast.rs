@@ -248,10 +248,7 @@ async fn a_permanent_connect_error_fails_at_the_first_attempt() {
     let err = Pool::new(mock.clone(), config(4).build().unwrap())
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, PoolError::Backend(e) if e.0 == support::PERMANENT),
-        "{err:?}"
-    );
+    support::assert_backend_error(&err, support::PERMANENT);
     assert_eq!(mock.script.connects(), 1, "not retried");
 
     let pool = Pool::new_lazy(

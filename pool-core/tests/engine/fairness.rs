@@ -9,8 +9,7 @@ use crate::support::{config, until};
 
 #[tokio::test]
 async fn waiters_are_served_in_arrival_order() {
-    let (_, pool) = support::pool(config(1)).await;
-    let held = pool.get().await.unwrap();
+    let (pool, held) = support::held_one().await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..10u32 {
@@ -33,8 +32,7 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test]
 async fn a_newcomer_does_not_overtake_a_waiter() {
-    let (_, pool) = support::pool(config(1)).await;
-    let held = pool.get().await.unwrap();
+    let (pool, held) = support::held_one().await;
     let waiter = support::spawn_get(&pool);
     until(|| pool.metrics().waiting == 1).await;
     drop(held);
@@ -49,15 +47,11 @@ async fn a_newcomer_does_not_overtake_a_waiter() {
 /// by the handoff sees no time pass at all.
 #[tokio::test(start_paused = true)]
 async fn handoff_wakes_the_waiter_without_polling() {
-    let (_, pool) = support::pool(config(1)).await;
-    let held = pool.get().await.unwrap();
-    let waiter = {
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            let conn = pool.get().await.unwrap();
-            (tokio::time::Instant::now(), conn.id)
-        })
-    };
+    let (pool, held) = support::held_one().await;
+    let waiter = support::spawn_on(&pool, |pool| async move {
+        let conn = pool.get().await.unwrap();
+        (tokio::time::Instant::now(), conn.id)
+    });
     until(|| pool.metrics().waiting == 1).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
     let released_at = tokio::time::Instant::now();

@@ -60,6 +60,16 @@ struct Before {
     mock: Mock,
 }
 
+impl Before {
+    /// Hooks that read `mock`'s validation count.
+    fn on(mock: &Mock) -> Self {
+        Before {
+            mock: mock.clone(),
+            ..Before::default()
+        }
+    }
+}
+
 #[async_trait]
 impl Hooks<Mock> for Before {
     async fn before_acquire(&self, _c: &mut Conn, _i: ConnectionInfo) -> Result<bool, MockError> {
@@ -73,10 +83,7 @@ impl Hooks<Mock> for Before {
 #[tokio::test(start_paused = true)]
 async fn before_acquire_runs_on_every_idle_connection_and_before_validation() {
     let mock = Mock::default();
-    let hooks = Before {
-        mock: mock.clone(),
-        ..Before::default()
-    };
+    let hooks = Before::on(&mock);
     let pool = Pool::new_with_hooks(mock.clone(), validating(2).build().unwrap(), hooks.clone())
         .await
         .unwrap();
@@ -107,10 +114,7 @@ async fn before_acquire_runs_on_every_idle_connection_and_before_validation() {
 #[tokio::test(start_paused = true)]
 async fn a_connection_opened_for_the_waiting_caller_skips_before_acquire() {
     let mock = Mock::default();
-    let hooks = Before {
-        mock: mock.clone(),
-        ..Before::default()
-    };
+    let hooks = Before::on(&mock);
     let pool =
         Pool::new_lazy_with_hooks(mock.clone(), validating(2).build().unwrap(), hooks.clone());
     let conn = pool.get().await.unwrap();

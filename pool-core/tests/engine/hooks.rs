@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{config, Conn, Mock, MockError};
-use pool_core::{async_trait, ConnectionInfo, Hooks, Pool, PoolError};
+use pool_core::{async_trait, ConnectionInfo, Hooks, Pool};
 
 #[derive(Debug, Default)]
 struct Recorder {
@@ -103,10 +103,7 @@ async fn after_connect_failure_is_a_connect_failure() {
     let err = Pool::new_with_hooks(mock.clone(), config(2).build().unwrap(), hooks.clone())
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, PoolError::Backend(e) if e.0 == "SET search_path failed"),
-        "{err:?}"
-    );
+    support::assert_backend_error(&err, "SET search_path failed");
     assert_eq!(
         mock.script.alive(),
         0,

@@ -226,17 +226,19 @@ async fn soft_evict_all_retires_idle_now_in_use_at_return_and_opening_at_checkou
     assert_eq!((m.creation_count, m.evictions.soft_evict), (5, 4), "{m:?}");
 }
 
+/// The tasks alive on the test's runtime.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
 #[tokio::test(start_paused = true)]
 async fn housekeeper_ends_with_the_last_handle_and_the_manager_is_dropped() {
-    let tasks = || {
-        tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-    };
-    let before = tasks();
+    let before = alive_tasks();
     let (mock, pool) = support::pool(config(4).min_size(2).housekeeping_period(3_600 * SEC)).await;
     let handle = pool.clone();
-    assert_eq!(tasks(), before + 1, "one housekeeper task");
+    assert_eq!(alive_tasks(), before + 1, "one housekeeper task");
     // Two idle connections and the manager each hold the script.
     assert_eq!(Arc::strong_count(&mock.script), 4);
 
@@ -244,10 +246,18 @@ async fn housekeeper_ends_with_the_last_handle_and_the_manager_is_dropped() {
     let out = pool.get().await.unwrap();
     drop(pool);
     tokio::time::sleep(SEC).await;
-    assert_eq!(tasks(), before + 1, "stopped while a handle was alive");
+    assert_eq!(
+        alive_tasks(),
+        before + 1,
+        "stopped while a handle was alive"
+    );
     drop(handle);
     tokio::time::sleep(ms(1_100)).await;
-    assert_eq!(tasks(), before, "housekeeper still running with no handle");
+    assert_eq!(
+        alive_tasks(),
+        before,
+        "housekeeper still running with no handle"
+    );
     assert!(Arc::strong_count(&mock.script) > 1);
     drop(out);
     assert_eq!(
@@ -260,17 +270,12 @@ async fn housekeeper_ends_with_the_last_handle_and_the_manager_is_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn housekeeper_ends_when_the_pool_is_closed() {
-    let tasks = || {
-        tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-    };
-    let before = tasks();
+    let before = alive_tasks();
     let (mock, pool) = support::pool(config(2).housekeeping_period(3_600 * SEC)).await;
-    assert_eq!(tasks(), before + 1);
+    assert_eq!(alive_tasks(), before + 1);
     pool.close().await;
     tokio::time::sleep(ms(1_100)).await;
-    assert_eq!(tasks(), before);
+    assert_eq!(alive_tasks(), before);
     drop(pool);
     assert_eq!(Arc::strong_count(&mock.script), 1);
 }
@@ -313,8 +318,7 @@ async fn refill_does_not_race_pool_new_past_min_size() {
     // `Pool::new` opens min_size connections itself; the housekeeper's
     // refill, running while those connects are under way, must not open
     // more on top of them.
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(10, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(10);
     let pool = support::started(
         &mock,
         config(10)

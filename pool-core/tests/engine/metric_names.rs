@@ -64,6 +64,23 @@ struct Reader {
 }
 
 impl Reader {
+    /// Asserts every series has a description, and the unit seconds where
+    /// `in_seconds` says so, a count elsewhere.
+    fn assert_units_and_descriptions(&self, in_seconds: impl Fn(&Series) -> bool) {
+        for (series, (unit, description)) in &self.seen {
+            let want_unit = if in_seconds(series) {
+                Unit::Seconds
+            } else {
+                Unit::Count
+            };
+            assert_eq!(*unit, Some(want_unit), "{series:?}");
+            assert!(
+                description.as_deref().is_some_and(|d| !d.is_empty()),
+                "{series:?} has no description"
+            );
+        }
+    }
+
     fn read(&mut self) {
         for (key, unit, description, value) in self.snapshotter.snapshot().into_vec() {
             let (kind, key) = key.into_parts();
@@ -199,18 +216,7 @@ async fn open_telemetry_exports_exactly_its_series_described_and_labelled() {
     sorted.sort();
     assert_eq!(got, sorted);
     assert!(reader.strays.is_empty(), "unlabelled: {:?}", reader.strays);
-    for (series, (unit, description)) in &reader.seen {
-        let want_unit = if series.0 == MetricKind::Histogram {
-            Unit::Seconds
-        } else {
-            Unit::Count
-        };
-        assert_eq!(*unit, Some(want_unit), "{series:?}");
-        assert!(
-            description.as_deref().is_some_and(|d| !d.is_empty()),
-            "{series:?} has no description"
-        );
-    }
+    reader.assert_units_and_descriptions(|series| series.0 == MetricKind::Histogram);
 }
 
 #[tokio::test(start_paused = true)]
@@ -296,18 +302,7 @@ async fn hikari_stays_the_default_with_every_series_described() {
         "{names:?}"
     );
     assert!(reader.strays.is_empty(), "unlabelled: {:?}", reader.strays);
-    for (series, (unit, description)) in &reader.seen {
-        let want_unit = if series.1.ends_with("_seconds") {
-            Unit::Seconds
-        } else {
-            Unit::Count
-        };
-        assert_eq!(*unit, Some(want_unit), "{series:?}");
-        assert!(
-            description.as_deref().is_some_and(|d| !d.is_empty()),
-            "{series:?} has no description"
-        );
-    }
+    reader.assert_units_and_descriptions(|series| series.1.ends_with("_seconds"));
     assert!(names.contains("pool_connections_evicted_total"));
     assert!(!names.iter().any(|n| n.starts_with("db.")), "{names:?}");
 }

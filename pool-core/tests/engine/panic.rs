@@ -27,15 +27,22 @@ async fn panic_while_holding_returns_the_slot() {
     assert_eq!(pool.metrics().total, 2);
 }
 
-#[test]
-fn panic_on_a_plain_thread_returns_the_slot() {
+/// A current-thread runtime the test drives itself, and a pool of one
+/// over `manager` opened on it.
+fn pool_on_own_runtime<M: ManageConnection>(manager: M) -> (tokio::runtime::Runtime, Pool<M>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let pool = rt
-        .block_on(Pool::new(Mock::default(), config(1).build().unwrap()))
+        .block_on(Pool::new(manager, config(1).build().unwrap()))
         .unwrap();
+    (rt, pool)
+}
+
+#[test]
+fn panic_on_a_plain_thread_returns_the_slot() {
+    let (rt, pool) = pool_on_own_runtime(Mock::default());
     let conn = rt.block_on(pool.get()).unwrap();
     // Dropped by unwinding on another thread, outside the runtime.
     let r = std::thread::spawn(move || {
@@ -118,13 +125,7 @@ async fn a_panicking_manager_check_loses_no_slot() {
 /// closes the connection without a second panic (which would abort).
 #[test]
 fn a_panicking_check_during_unwinding_does_not_abort() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let pool = rt
-        .block_on(Pool::new(Exploding::default(), config(1).build().unwrap()))
-        .unwrap();
+    let (rt, pool) = pool_on_own_runtime(Exploding::default());
     let conn = rt.block_on(pool.get()).unwrap();
     pool.manager().in_has_broken.store(true, Ordering::SeqCst);
     let r = std::thread::spawn(move || {

@@ -28,8 +28,7 @@ async fn broken_return_is_closed() {
 
 #[tokio::test(start_paused = true)]
 async fn dirty_return_is_reset_eagerly_before_reuse() {
-    let mock = Mock::default();
-    mock.script.reset_delay_ms.store(5, Ordering::SeqCst);
+    let mock = Mock::with_reset_delay(5);
     let pool = support::started(&mock, config(1)).await;
     let mut conn = pool.get().await.unwrap();
     let id = conn.id;
@@ -49,8 +48,7 @@ async fn dirty_return_is_reset_eagerly_before_reuse() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_gets_the_connection_only_after_its_reset() {
-    let mock = Mock::default();
-    mock.script.reset_delay_ms.store(10, Ordering::SeqCst);
+    let mock = Mock::with_reset_delay(10);
     let pool = support::started(&mock, config(1)).await;
     let mut conn = pool.get().await.unwrap();
     let waiter = {
@@ -92,8 +90,7 @@ async fn failed_reset_closes_the_connection() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_that_hangs_is_cut_off_by_validation_timeout() {
-    let mock = Mock::default();
-    mock.script.reset_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_reset_delay(60_000);
     let pool = support::started(
         &mock,
         config(1).validation_timeout(Duration::from_millis(100)),

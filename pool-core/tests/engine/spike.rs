@@ -1,7 +1,6 @@
 //! Demand-driven creation: a burst against short queries is served by
 //! returns, not by a connection per request (HikariCP's "spike demand").
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::support;
@@ -12,22 +11,28 @@ use pool_core::Pool;
 /// requests: the five warm connections serve the burst in ~20 ms, long
 /// before a new connect could finish, so only the connects already started
 /// (at most `max_concurrent_connects`) are opened.
+/// Spawns `n` tasks that each check out a connection and hold it for
+/// `hold`.
+fn hold_each(pool: &Pool<Mock>, n: usize, hold: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let conn = pool.get().await.unwrap();
+                tokio::time::sleep(hold).await;
+                drop(conn);
+            })
+        })
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_burst_opens_a_handful_not_one_per_request() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(150, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(150);
     let pool = support::started(&mock, config(50).min_size(5)).await;
     assert_eq!(pool.metrics().total, 5);
     let started = tokio::time::Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let pool = pool.clone();
-        tasks.push(tokio::spawn(async move {
-            let conn = pool.get().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            drop(conn);
-        }));
-    }
+    let tasks = hold_each(&pool, 50, Duration::from_millis(2));
     for t in tasks {
         t.await.unwrap();
     }
@@ -50,8 +55,7 @@ async fn a_burst_opens_a_handful_not_one_per_request() {
 /// connection serves the next caller or goes idle.
 #[tokio::test(start_paused = true)]
 async fn a_connect_outlives_the_caller_that_asked_for_it() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(100, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(100);
     let pool = Pool::new_lazy(mock.clone(), config(2).build().unwrap());
     let r = pool.get_timeout(Duration::from_millis(10)).await;
     assert!(r.is_err());
@@ -66,21 +70,12 @@ async fn a_connect_outlives_the_caller_that_asked_for_it() {
 /// Never more than `max_concurrent_connects` connects at once.
 #[tokio::test(start_paused = true)]
 async fn connects_are_bounded() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(50, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(50);
     let pool = Pool::new_lazy(
         mock.clone(),
         config(20).max_concurrent_connects(3).build().unwrap(),
     );
-    let mut tasks = Vec::new();
-    for _ in 0..20 {
-        let pool = pool.clone();
-        tasks.push(tokio::spawn(async move {
-            let c = pool.get().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(1_000)).await;
-            drop(c);
-        }));
-    }
+    let tasks = hold_each(&pool, 20, Duration::from_millis(1_000));
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let m = pool.metrics();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support;
 use crate::support::{config, until};
-use pool_core::{PoolError, TimeoutPhase};
+use pool_core::PoolError;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -82,17 +82,7 @@ async fn get_times_out_while_suspended() {
     let (mock, pool) = support::pool(config(2)).await;
     pool.suspend();
     let err = pool.get_timeout(ms(500)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PoolError::Timeout {
-                phase: TimeoutPhase::Wait,
-                waited,
-                ..
-            } if waited == ms(500)
-        ),
-        "{err:?}"
-    );
+    assert_eq!(support::assert_wait_timeout(&err), ms(500), "{err:?}");
     pool.resume();
     let conn = pool.get().await.expect("the idle connection after resume");
     drop(conn);

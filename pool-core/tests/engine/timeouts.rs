@@ -17,8 +17,7 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn wait_phase_when_every_connection_is_busy() {
-    let (_, pool) = support::pool(config(1)).await;
-    let _held = pool.get().await.unwrap();
+    let (pool, _held) = support::held_one().await;
     let err = pool.get_timeout(ms(100)).await.unwrap_err();
     let PoolError::Timeout {
         waited,
@@ -71,8 +70,7 @@ async fn wait_phase_with_the_connect_error_when_the_database_refuses() {
 async fn wait_phase_when_a_connect_hangs() {
     // The connect runs apart from the caller: the caller's own time ran out
     // while waiting for it.
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let pool = Pool::new_lazy(
         mock.clone(),
         config(1)
@@ -81,16 +79,7 @@ async fn wait_phase_when_a_connect_hangs() {
             .unwrap(),
     );
     let err = pool.get_timeout(ms(500)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PoolError::Timeout {
-                phase: TimeoutPhase::Wait,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    support::assert_wait_timeout(&err);
     let m = pool.metrics();
     assert_eq!(
         m.opening, 1,
@@ -163,8 +152,7 @@ async fn a_check_timing_out_is_replaced_by_a_fresh_unchecked_connection() {
 
 #[tokio::test(start_paused = true)]
 async fn connect_phase_from_pool_new() {
-    let mock = Mock::default();
-    mock.script.connect_delay_ms.store(60_000, Ordering::SeqCst);
+    let mock = Mock::with_connect_delay(60_000);
     let err = Pool::new(
         mock.clone(),
         config(2)

@@ -11,14 +11,8 @@ use tokio_postgres::NoTls;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn kill_9_then_restart_on_the_same_port() {
-    let cluster = tokio::task::spawn_blocking(cluster::Cluster::start)
-        .await
-        .expect("start the cluster");
-    let admin = cluster.admin().await;
-    admin
-        .batch_execute("CREATE ROLE app LOGIN PASSWORD 'pw'")
-        .await
-        .expect("create role");
+    let cluster = cluster::Cluster::spawn().await;
+    let _admin = cluster.admin_with_login("app", "pw").await;
 
     // TCP needs the password.
     let mut no_password = cluster.tcp_config("app", "postgres");

@@ -15,19 +15,10 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_is_cancelled_on_the_server_and_the_connection_retired() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let m = PostgresManager::new(support::pg::config(&url), NoTls);
-    let mut conn = m.connect().await.expect("connect");
+    let (m, mut conn, admin) = support::pg::connected_manager().await;
     let pid = support::pg::backend_pid(&conn).await;
 
-    let err = conn
-        .with_timeout(
-            Duration::from_millis(100),
-            conn.query("SELECT pg_sleep(5)", &[]),
-        )
-        .await
-        .expect_err("pg_sleep(5) outlives 100 ms");
+    let err = support::pg::outlived_query(&conn, 5).await;
     assert!(
         matches!(err, QueryError::TimedOut { limit } if limit == Duration::from_millis(100)),
         "{err:?}"
@@ -149,13 +140,7 @@ async fn cancel_that_cannot_reach_the_server_is_reported() {
     let proxy_port = one_shot_proxy(&direct, AfterFirst::Close).await;
     let m = PostgresManager::new(via_proxy(&direct, proxy_port), NoTls);
     let mut conn = m.connect().await.expect("connect through the proxy");
-    let err = conn
-        .with_timeout(
-            Duration::from_millis(100),
-            conn.query("SELECT pg_sleep(2)", &[]),
-        )
-        .await
-        .expect_err("times out");
+    let err = support::pg::outlived_query(&conn, 2).await;
     assert!(
         matches!(err, QueryError::CancelFailed { error: Some(_), .. }),
         "{err:?}"
@@ -201,13 +186,7 @@ async fn cancel_that_hangs_is_bounded_by_cancel_timeout() {
     .await;
     assert!(filled, "the proxy's accept queue did not fill within 5 s");
 
-    let err = conn
-        .with_timeout(
-            Duration::from_millis(100),
-            conn.query("SELECT pg_sleep(2)", &[]),
-        )
-        .await
-        .expect_err("times out");
+    let err = support::pg::outlived_query(&conn, 2).await;
     for filler in fillers {
         filler.abort();
     }

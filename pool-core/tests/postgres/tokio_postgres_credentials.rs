@@ -7,6 +7,7 @@
 #![cfg(feature = "tokio-postgres")]
 
 use crate::support::cluster;
+use crate::support::pg::backend_pid;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
@@ -34,24 +35,11 @@ fn manager(
     )
 }
 
-async fn pid(conn: &pool_core::managers::tokio_postgres::PgClient) -> i32 {
-    conn.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .expect("query on a pooled connection")
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn rotating_the_password_needs_no_restart() {
-    let cluster = tokio::task::spawn_blocking(cluster::Cluster::start)
-        .await
-        .expect("start the cluster");
-    let admin = cluster.admin().await;
-    admin
-        .batch_execute("CREATE ROLE rotor LOGIN PASSWORD 'first-secret'")
-        .await
-        .expect("create role");
+    let cluster = cluster::Cluster::spawn().await;
+    let admin = cluster.admin_with_login("rotor", "first-secret").await;
 
     let secret = Arc::new(RwLock::new(String::from("first-secret")));
     let calls = Arc::new(AtomicU32::new(0));
@@ -61,7 +49,7 @@ async fn rotating_the_password_needs_no_restart() {
         .expect("pool logs in with the first password");
     let a = pool.get().await.expect("get");
     let b = pool.get().await.expect("get");
-    let old: HashSet<i32> = [pid(&a).await, pid(&b).await].into();
+    let old: HashSet<i32> = [backend_pid(&a).await, backend_pid(&b).await].into();
     assert_eq!(old.len(), 2);
     assert_eq!(
         calls.load(Ordering::Relaxed),
@@ -75,7 +63,7 @@ async fn rotating_the_password_needs_no_restart() {
         .expect("alter role");
 
     // Old connections keep working: the server checks passwords at login.
-    assert!(old.contains(&pid(&a).await) && old.contains(&pid(&b).await));
+    assert!(old.contains(&backend_pid(&a).await) && old.contains(&backend_pid(&b).await));
 
     // A new connection with the old password is refused ...
     let direct = manager(&cluster, &secret, &calls);
@@ -107,7 +95,7 @@ async fn rotating_the_password_needs_no_restart() {
     loop {
         let c = pool.get().await.expect("get after the soft evict");
         let d = pool.get().await.expect("get after the soft evict");
-        now = [pid(&c).await, pid(&d).await].into();
+        now = [backend_pid(&c).await, backend_pid(&d).await].into();
         if now.is_disjoint(&old) || Instant::now() > deadline {
             break;
         }

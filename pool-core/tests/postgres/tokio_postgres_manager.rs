@@ -12,10 +12,7 @@ use tokio_postgres::NoTls;
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn connects_validates_and_sees_a_terminated_backend() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let m = PostgresManager::new(support::pg::config(&url), NoTls);
-    let mut conn = m.connect().await.expect("connect");
+    let (m, mut conn, admin) = support::pg::connected_manager().await;
     m.is_valid(&mut conn)
         .await
         .expect("fresh connection is valid");
@@ -40,10 +37,7 @@ async fn connects_validates_and_sees_a_terminated_backend() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn is_valid_fails_once_the_backend_is_gone_even_before_the_client_knows() {
-    let url = support::db::url("DATABASE_URL");
-    let admin = support::pg::admin(&url).await;
-    let m = PostgresManager::new(support::pg::config(&url), NoTls);
-    let mut conn = m.connect().await.expect("connect");
+    let (m, mut conn, admin) = support::pg::connected_manager().await;
     let pid = support::pg::backend_pid(&conn).await;
     support::pg::terminate(&admin, pid).await;
     assert!(m.is_valid(&mut conn).await.is_err());

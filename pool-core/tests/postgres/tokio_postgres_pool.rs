@@ -12,12 +12,23 @@ use pool_core::managers::tokio_postgres::{PostgresManager, QueryError, ResetMode
 use pool_core::{Pool, PoolConfig};
 use tokio_postgres::NoTls;
 
-/// A manager whose connections carry `application_name = tag`, so the
-/// server side can pick out this test's connections.
-fn manager(url: &str, tag: &str) -> PostgresManager<NoTls> {
-    let mut config = support::pg::config(url);
+/// A manager on `DATABASE_URL` whose connections carry
+/// `application_name = tag`, so the server side can pick out this test's
+/// connections.
+fn manager(tag: &str) -> PostgresManager<NoTls> {
+    let mut config = support::pg::config(&support::db::url("DATABASE_URL"));
     config.application_name(tag);
     PostgresManager::new(config, NoTls)
+}
+
+/// Runs `sql` on a connection checked out of `pool`, then gives it back.
+async fn batch_on(pool: &Pool<PostgresManager<NoTls>>, sql: &str) {
+    pool.get()
+        .await
+        .expect("get")
+        .batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 fn config(max_size: u32) -> PoolConfig {
@@ -33,9 +44,7 @@ async fn concurrent_queries_stay_within_the_bound() {
     const QUERIES: usize = 10;
     let tag = support::db::unique("conc_tp");
     let admin = support::pg::admin(&url).await;
-    let pool = Pool::new(manager(&url, &tag), config(MAX))
-        .await
-        .expect("pool");
+    let pool = Pool::new(manager(&tag), config(MAX)).await.expect("pool");
 
     let pids = Arc::new(Mutex::new(HashSet::new()));
     let mut peak_on_server = 0i64;
@@ -68,9 +77,7 @@ async fn concurrent_queries_stay_within_the_bound() {
         peak_on_server = peak_on_server.max(support::pg::sessions(&admin, &tag).await);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     let pids = pids.lock().unwrap().len();
     assert!(
         (1..=MAX as usize).contains(&pids),
@@ -91,19 +98,11 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
     let tag = support::db::unique("tx_tp");
     let admin = support::pg::admin(&url).await;
     // One connection, so the next checkout is surely the same one.
-    let pool = Pool::new(
-        manager(&url, &tag).reset_mode(ResetMode::Rollback),
-        config(1),
-    )
-    .await
-    .expect("pool");
+    let pool = Pool::new(manager(&tag).reset_mode(ResetMode::Rollback), config(1))
+        .await
+        .expect("pool");
     let table = support::db::unique("tx_tp_t");
-    pool.get()
-        .await
-        .expect("get")
-        .batch_execute(&format!("CREATE TABLE {table} (x int)"))
-        .await
-        .expect("create");
+    batch_on(&pool, &format!("CREATE TABLE {table} (x int)")).await;
 
     for round in 0..3 {
         let mut conn = pool.get().await.expect("get");
@@ -149,32 +148,18 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
             .get(0);
         assert_eq!(kept, 0, "round {round}: uncommitted rows were rolled back");
     }
-    pool.get()
-        .await
-        .expect("get")
-        .batch_execute(&format!("DROP TABLE {table}"))
-        .await
-        .expect("drop");
+    batch_on(&pool, &format!("DROP TABLE {table}")).await;
     pool.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn timed_out_query_does_not_delay_the_next_checkout() {
-    let url = support::db::url("DATABASE_URL");
     let tag = support::db::unique("abandon_tp");
-    let pool = Pool::new(manager(&url, &tag), config(1))
-        .await
-        .expect("pool");
+    let pool = Pool::new(manager(&tag), config(1)).await.expect("pool");
 
     let conn = pool.get().await.expect("get");
-    let err = conn
-        .with_timeout(
-            Duration::from_millis(100),
-            conn.query("SELECT pg_sleep(5)", &[]),
-        )
-        .await
-        .expect_err("pg_sleep(5) outlives 100 ms");
+    let err = support::pg::outlived_query(&conn, 5).await;
     assert!(matches!(err, QueryError::TimedOut { .. }), "{err:?}");
     drop(conn);
 

@@ -6,6 +6,13 @@ use pool_core::managers::tokio_postgres::{PgClient, PostgresManager};
 use pool_core::ManageConnection;
 use tokio_postgres::NoTls;
 
+/// A manager on `DATABASE_URL` whose statement cache holds `capacity`.
+fn manager(capacity: usize) -> PostgresManager<NoTls> {
+    let url = crate::support::db::url("DATABASE_URL");
+    PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls)
+        .statement_cache_capacity(capacity)
+}
+
 /// The statements prepared on the server for this connection, by text.
 async fn on_server(conn: &PgClient) -> Vec<String> {
     let rows = conn
@@ -21,9 +28,7 @@ async fn on_server(conn: &PgClient) -> Vec<String> {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
-    let url = crate::support::db::url("DATABASE_URL");
-    let m =
-        PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).statement_cache_capacity(2);
+    let m = manager(2);
     let conn = m.connect().await.expect("connect");
 
     conn.prepare_cached("SELECT 1").await.expect("prepare");
@@ -59,9 +64,7 @@ async fn evicts_the_least_recently_used_and_closes_it_on_the_server() {
 #[tokio::test]
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn queries_past_capacity_stay_correct_and_the_cache_stays_bounded() {
-    let url = crate::support::db::url("DATABASE_URL");
-    let m =
-        PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).statement_cache_capacity(8);
+    let m = manager(8);
     let conn = m.connect().await.expect("connect");
 
     // 40 distinct statements, cycled three times: far past the capacity.

@@ -9,8 +9,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pool_core::managers::tokio_postgres::PostgresManager;
-use pool_core::{Pool, PoolConfig, ValidationMode};
+use pool_core::{Pool, PoolConfig, PoolConfigBuilder, ValidationMode};
 use tokio_postgres::NoTls;
+
+/// The pool bound in both tests.
+const MAX: u32 = 4;
+/// The tasks that share the pool in both tests.
+const TASKS: usize = 12;
+
+/// A pool of [`MAX`] validating by `mode`, whose checkouts wait 10 s at
+/// most.
+fn pool_config(mode: ValidationMode) -> PoolConfigBuilder {
+    PoolConfig::builder()
+        .max_size(MAX)
+        .validation_mode(mode)
+        .acquire_timeout(Duration::from_secs(10))
+}
 
 fn manager(url: &str, tag: &str) -> PostgresManager<NoTls> {
     let mut config = support::pg::config(url);
@@ -67,17 +81,12 @@ struct Op {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn with_validation_no_dead_connection_is_handed_out() {
     let url = support::db::url("DATABASE_URL");
-    const MAX: u32 = 4;
-    const TASKS: usize = 12;
     const OPS_PER_TASK: usize = 150;
     const WAVES: usize = 3;
     let tag = support::db::unique("kill_v");
     let admin = support::pg::admin(&url).await;
-    let config = PoolConfig::builder()
-        .max_size(MAX)
-        .validation_mode(ValidationMode::IsValid)
+    let config = pool_config(ValidationMode::IsValid)
         .validation_bypass(Duration::ZERO)
-        .acquire_timeout(Duration::from_secs(10))
         .build()
         .expect("config");
     let pool = Pool::new(manager(&url, &tag), config).await.expect("pool");
@@ -118,9 +127,7 @@ async fn with_validation_no_dead_connection_is_handed_out() {
     }
     tokio::time::sleep(Duration::from_millis(150)).await;
     stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     assert!(
         killed >= WAVES,
         "the waves found connections to kill ({killed})"
@@ -168,17 +175,10 @@ async fn with_validation_no_dead_connection_is_handed_out() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn without_validation_a_failed_connection_is_not_reused() {
     let url = support::db::url("DATABASE_URL");
-    const MAX: u32 = 4;
-    const TASKS: usize = 12;
     const OPS_PER_TASK: usize = 10;
     let tag = support::db::unique("kill_nv");
     let admin = support::pg::admin(&url).await;
-    let config = PoolConfig::builder()
-        .max_size(MAX)
-        .validation_mode(ValidationMode::None)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .expect("config");
+    let config = pool_config(ValidationMode::None).build().expect("config");
     let pool = Pool::new(manager(&url, &tag), config).await.expect("pool");
 
     // Open all MAX connections, then leave them idle.
@@ -208,9 +208,7 @@ async fn without_validation_a_failed_connection_is_not_reused() {
             }
         }));
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
+    crate::support::db::join_all(tasks).await;
     let failures = *failures.lock().unwrap();
     eprintln!("{failures} failed queries, {} dead connections", pids.len());
     // Unvalidated, each dead connection may be handed out once; its failed

@@ -6,10 +6,9 @@
 //! with the other sqlx version's file, in `sqlx_shared/`.
 #![cfg(feature = "sqlx08-postgres")]
 
-mod drivers {
-    pub use ::sqlx08 as sqlx;
-    pub use pool_core::managers::sqlx08 as pool_sqlx;
-}
+// The sqlx 0.8 crate and its managers, under the names the bodies use.
+#[path = "../sqlx_shared/drivers08.rs"]
+mod drivers;
 
 #[path = "../sqlx_shared/pg_probes.rs"]
 mod probes;

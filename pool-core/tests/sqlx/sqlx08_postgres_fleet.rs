@@ -3,10 +3,9 @@
 //! sqlx 0.9 file, in `sqlx_shared/pg_fleet.rs`.
 #![cfg(feature = "sqlx08-postgres")]
 
-mod drivers {
-    pub use ::sqlx08 as sqlx;
-    pub use pool_core::managers::sqlx08 as pool_sqlx;
-}
+// The sqlx 0.8 crate and its managers, under the names the bodies use.
+#[path = "../sqlx_shared/drivers08.rs"]
+mod drivers;
 
 #[path = "../sqlx_shared/pg_fleet.rs"]
 mod fleet;

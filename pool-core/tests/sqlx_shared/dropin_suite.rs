@@ -32,12 +32,7 @@ macro_rules! dropin_suite {
     ) => {
         /// A pool of one connection with the table the tests write to.
         async fn single() -> P {
-            let config = PoolConfig::builder()
-                .name($name)
-                .max_size(1)
-                .acquire_timeout(Duration::from_secs(10))
-                .build()
-                .unwrap();
+            let config = crate::support::db::named_config($name, 1, Duration::from_secs(10));
             let pool = open(config).await;
             create_table(&pool).await;
             pool

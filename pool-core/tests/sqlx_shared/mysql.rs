@@ -9,7 +9,7 @@ use super::drivers::sqlx::{Connection, Executor, MySqlConnection};
 use super::probes::server_in_transaction;
 use crate::support::db::{bounded, unique};
 use futures::FutureExt;
-use pool_core::{ManageConnection, Pool, PoolConfig};
+use pool_core::{ManageConnection, Pool};
 
 /// The table the tests write to, as a literal for `concat!` (sqlx 0.9 takes
 /// only literal SQL text without `AssertSqlSafe`, which 0.8 lacks).
@@ -177,12 +177,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
 
 /// A pool of one connection, so every checkout gets the same session.
 async fn single(manager: SqlxManager<MySqlConnection>) -> Pool<SqlxManager<MySqlConnection>> {
-    let config = PoolConfig::builder()
-        .name("mysql-reset")
-        .max_size(1)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let config = crate::support::db::named_config("mysql-reset", 1, Duration::from_secs(10));
     Pool::new(manager, config)
         .await
         .expect("MariaDB is reachable")
@@ -200,12 +195,8 @@ async fn session_id(conn: &mut MySqlConnection) -> u64 {
 async fn pool_runs_concurrent_queries_within_max_size() {
     let manager = manager(ResetMode::Tracked).await;
     bounded(async {
-        let config = PoolConfig::builder()
-            .name("mysql-concurrency")
-            .max_size(3)
-            .acquire_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let config =
+            crate::support::db::named_config("mysql-concurrency", 3, Duration::from_secs(30));
         let pool = Pool::new(manager, config).await.unwrap();
         let tag = unique("mysql-concurrent");
         let tasks: Vec<_> = (0..24)

@@ -23,12 +23,7 @@ fn options() -> PgConnectOptions {
 
 /// A pool of one connection, so every checkout gets the same backend.
 async fn single(options: PgConnectOptions, mode: ResetMode) -> PgPool {
-    let config = PoolConfig::builder()
-        .name("pg-reset")
-        .max_size(1)
-        .acquire_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let config = crate::support::db::named_config("pg-reset", 1, Duration::from_secs(10));
     Pool::new(SqlxManager::new(options).reset_mode(mode), config)
         .await
         .expect("PostgreSQL is reachable")
@@ -68,12 +63,7 @@ async fn concurrent_queries_stay_within_max_size() {
     let options = options.application_name(&app);
     bounded(async {
         let mut monitor = PgConnection::connect_with(&options).await.unwrap();
-        let config = PoolConfig::builder()
-            .name("pg-concurrency")
-            .max_size(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let config = crate::support::db::named_config("pg-concurrency", 4, Duration::from_secs(30));
         let pool = Pool::new(SqlxManager::<PgConnection>::new(options.clone()), config)
             .await
             .unwrap();

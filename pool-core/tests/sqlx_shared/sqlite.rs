@@ -8,7 +8,7 @@ use super::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
 use super::probes::server_in_transaction;
 use crate::support::db::{bounded, unique};
-use pool_core::{ManageConnection, Pool, PoolConfig};
+use pool_core::{ManageConnection, Pool};
 
 fn manager(mode: ResetMode) -> SqlxManager<SqliteConnection> {
     SqlxManager::<SqliteConnection>::from_url("sqlite::memory:")
@@ -160,12 +160,7 @@ async fn pool_shares_one_file_within_max_size_and_rolls_back_on_return() {
         .journal_mode(SqliteJournalMode::Wal)
         .busy_timeout(Duration::from_secs(10));
     bounded(async {
-        let config = PoolConfig::builder()
-            .name("sqlite")
-            .max_size(3)
-            .acquire_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let config = crate::support::db::named_config("sqlite", 3, Duration::from_secs(30));
         let pool = Pool::new(SqlxManager::<SqliteConnection>::new(options), config)
             .await
             .unwrap();

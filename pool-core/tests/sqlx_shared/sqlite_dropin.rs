@@ -114,12 +114,8 @@ async fn count_with_acquire(pool: &SqlitePool, tag: &str) -> Result<i64, sqlx::E
 #[tokio::test]
 async fn acquire_checks_out_with_sqlx_errors() {
     bounded(async {
-        let config = PoolConfig::builder()
-            .name("sqlite-acquire")
-            .max_size(1)
-            .acquire_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap();
+        let config =
+            crate::support::db::named_config("sqlite-acquire", 1, Duration::from_millis(50));
         let manager = SqlxManager::<SqliteConnection>::from_url("sqlite::memory:").unwrap();
         let pool = Pool::new(manager, config).await.unwrap();
         sqlx::query("CREATE TABLE items (tag TEXT NOT NULL)")

@@ -151,6 +151,18 @@ impl Cluster {
         cluster
     }
 
+    /// [`start`](Self::start) on a blocking thread, for async tests
+    /// (initdb and `pg_ctl` block).
+    ///
+    /// # Panics
+    ///
+    /// As `start` does.
+    pub async fn spawn() -> Cluster {
+        tokio::task::spawn_blocking(Cluster::start)
+            .await
+            .expect("start the cluster")
+    }
+
     /// A streaming standby of `primary`: `pg_basebackup -R` from it over
     /// its unix socket (replication is trusted there), then started in its
     /// own temp dir on its own port. It follows `primary` until
@@ -295,6 +307,21 @@ impl Cluster {
             let _ = connection.await;
         });
         client
+    }
+
+    /// An [`admin`](Self::admin) client, once it has created the login role
+    /// `role` with `password`.
+    ///
+    /// # Panics
+    ///
+    /// When the role cannot be created.
+    pub async fn admin_with_login(&self, role: &str, password: &str) -> tokio_postgres::Client {
+        let admin = self.admin().await;
+        admin
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD '{password}'"))
+            .await
+            .expect("create role");
+        admin
     }
 
     /// The postmaster's process id, from `postmaster.pid`.

@@ -27,6 +27,32 @@ pub fn url(var: &str) -> String {
     }
 }
 
+/// A pool config for a server test: its `name`, at most `max_size`
+/// connections, and a checkout that waits at most `acquire`.
+///
+/// # Panics
+///
+/// When `max_size` is zero.
+pub fn named_config(name: &str, max_size: u32, acquire: Duration) -> pool_core::PoolConfig {
+    pool_core::PoolConfig::builder()
+        .name(name)
+        .max_size(max_size)
+        .acquire_timeout(acquire)
+        .build()
+        .unwrap()
+}
+
+/// Awaits every task in `tasks`, in order.
+///
+/// # Panics
+///
+/// When a task panicked.
+pub async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<T>>) {
+    for t in tasks {
+        t.await.expect("task");
+    }
+}
+
 /// Upper bound on one database test, so a hung server fails the test
 /// instead of stalling the run.
 pub const TEST_BOUND: Duration = Duration::from_secs(60);

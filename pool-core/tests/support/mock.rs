@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_core::{
-    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, ValidationMode,
+    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, PoolError,
+    TimeoutPhase, ValidationMode,
 };
 
 /// What the mock's connections and calls did, shared with the test.
@@ -109,6 +110,22 @@ impl Script {
 #[derive(Debug, Clone, Default)]
 pub struct Mock {
     pub script: Arc<Script>,
+}
+
+impl Mock {
+    /// A mock whose every connect takes `ms` milliseconds.
+    pub fn with_connect_delay(ms: u64) -> Self {
+        let mock = Self::default();
+        mock.script.connect_delay_ms.store(ms, Ordering::SeqCst);
+        mock
+    }
+
+    /// A mock whose every reset takes `ms` milliseconds.
+    pub fn with_reset_delay(ms: u64) -> Self {
+        let mock = Self::default();
+        mock.script.reset_delay_ms.store(ms, Ordering::SeqCst);
+        mock
+    }
 }
 
 #[derive(Debug)]
@@ -519,6 +536,18 @@ pub async fn pool(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
     (mock, pool)
 }
 
+/// A [`pool`] of one whose only connection is checked out, so the next
+/// caller waits; the pool and that connection.
+///
+/// # Panics
+///
+/// When the pool fails to open or to hand out its connection.
+pub async fn held_one() -> (Pool<Mock>, pool_core::PooledConnection<Mock>) {
+    let (_, pool) = pool(config(1)).await;
+    let held = pool.get().await.unwrap();
+    (pool, held)
+}
+
 /// [`pool`] over a manager the test made (a [`Mock`] it scripted first, or
 /// a manager of its own).
 ///
@@ -544,6 +573,38 @@ pub fn lazy(config: pool_core::PoolConfigBuilder) -> (Mock, Pool<Mock>) {
     let mock = Mock::default();
     let pool = Pool::new_lazy(mock.clone(), config.build().unwrap());
     (mock, pool)
+}
+
+/// Asserts `err` is the mock's own error with the text `what`.
+pub fn assert_backend_error(err: &PoolError<MockError>, what: &str) {
+    assert!(
+        matches!(err, PoolError::Backend(e) if e.0 == what),
+        "{err:?}"
+    );
+}
+
+/// Asserts `err` is a timeout of the wait phase, and returns how long it
+/// waited.
+pub fn assert_wait_timeout<E: fmt::Debug>(err: &PoolError<E>) -> Duration {
+    match err {
+        PoolError::Timeout {
+            phase: TimeoutPhase::Wait,
+            waited,
+            ..
+        } => *waited,
+        other => panic!("expected a wait timeout, got {other:?}"),
+    }
+}
+
+/// Spawns `task` with a handle of its own on `pool`.
+pub fn spawn_on<M, F, Fut>(pool: &Pool<M>, task: F) -> tokio::task::JoinHandle<Fut::Output>
+where
+    M: ManageConnection,
+    F: FnOnce(Pool<M>) -> Fut,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    tokio::spawn(task(pool.clone()))
 }
 
 /// A `get()` in a task of its own (a caller that waits while the test goes

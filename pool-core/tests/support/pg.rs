@@ -29,6 +29,54 @@ pub async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// `DATABASE_URL`'s settings and an [`admin`] client on it: what a test
+/// that watches its connections from the server's side starts with.
+///
+/// # Panics
+///
+/// When `DATABASE_URL` is unset or invalid, or the admin cannot connect.
+pub async fn server() -> (tokio_postgres::Config, tokio_postgres::Client) {
+    let url = super::db::url("DATABASE_URL");
+    (config(&url), admin(&url).await)
+}
+
+/// A [`PostgresManager`] on `DATABASE_URL`, a connection it opened, and an
+/// [`admin`] client to watch that connection from the server's side.
+///
+/// # Panics
+///
+/// As [`server`] does, and when the manager cannot connect.
+#[cfg(feature = "tokio-postgres")]
+pub async fn connected_manager() -> (
+    pool_core::managers::tokio_postgres::PostgresManager<tokio_postgres::NoTls>,
+    pool_core::managers::tokio_postgres::PgClient,
+    tokio_postgres::Client,
+) {
+    use pool_core::ManageConnection;
+    let (config, admin) = server().await;
+    let manager =
+        pool_core::managers::tokio_postgres::PostgresManager::new(config, tokio_postgres::NoTls);
+    let conn = manager.connect().await.expect("connect");
+    (manager, conn, admin)
+}
+
+/// Runs `SELECT pg_sleep(secs)` on `conn` under a 100 ms time limit and
+/// returns the error it ends in.
+///
+/// # Panics
+///
+/// When the query finishes within the limit.
+#[cfg(feature = "tokio-postgres")]
+pub async fn outlived_query(
+    conn: &pool_core::managers::tokio_postgres::PgClient,
+    secs: u32,
+) -> pool_core::managers::tokio_postgres::QueryError {
+    let sql = format!("SELECT pg_sleep({secs})");
+    conn.with_timeout(std::time::Duration::from_millis(100), conn.query(&sql, &[]))
+        .await
+        .expect_err("pg_sleep outlives 100 ms")
+}
+
 /// The server process id behind a client.
 pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
     client

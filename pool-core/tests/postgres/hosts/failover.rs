@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pool_core::managers::hosts::{HostBackend, HostConnection, HostPool};
 use pool_core::managers::tokio_postgres::{HostEvent, HostPoolError, PostgresManager};
 use pool_core::{Pool, PoolConfig, PoolError};
 use tokio_postgres::error::SqlState;
@@ -61,12 +62,142 @@ fn query_outcome(r: Result<tokio_postgres::Row, tokio_postgres::Error>) -> Outco
     }
 }
 
+/// A tokio-postgres host connection's outcome for `sql`.
+async fn tokio_query(conn: HostConnection<PostgresManager<NoTls>>, sql: &'static str) -> Outcome {
+    query_outcome(conn.query_one(sql, &[]).await)
+}
+
 pub(super) fn pool_outcome<E>(e: &PoolError<E>) -> Outcome {
     if e.is_timeout() {
         Outcome::Timeout
     } else {
         Outcome::CheckoutFailed
     }
+}
+
+/// Runs `query` (given the side's SQL) on the connection of `side` that
+/// `pool` hands out, in a loop until `stop`, logging each outcome.
+pub(super) fn spawn_host_loop<M, Q, Fut>(
+    pool: &HostPool<M>,
+    side: Side,
+    query: Q,
+    log: &Log,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()>
+where
+    M: HostBackend,
+    Q: Fn(HostConnection<M>, &'static str) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = Outcome> + Send,
+{
+    let pool = pool.clone();
+    spawn_loop(side, log, stop, move || {
+        let pool = pool.clone();
+        async move {
+            let (checkout, sql) = match side {
+                Side::Write => (pool.write().await, WRITE_SQL),
+                Side::Read => (pool.read().await, READ_SQL),
+            };
+            match checkout {
+                Ok(conn) => query(conn, sql).await,
+                Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
+                Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
+                Err(e) => panic!("{side:?} checkout: {e}"),
+            }
+        }
+    })
+}
+
+/// Runs the side's SQL on a connection of the plain pool `pool`, in a loop
+/// until `stop`, logging each outcome.
+fn spawn_plain_loop(
+    pool: &Pool<PostgresManager<NoTls>>,
+    side: Side,
+    log: &Log,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let pool = pool.clone();
+    let sql = match side {
+        Side::Write => WRITE_SQL,
+        Side::Read => READ_SQL,
+    };
+    spawn_loop(side, log, stop, move || {
+        let pool = pool.clone();
+        async move {
+            match pool.get().await {
+                Ok(conn) => query_outcome(conn.query_one(sql, &[]).await),
+                Err(e) => pool_outcome(&e),
+            }
+        }
+    })
+}
+
+/// Waits (30 s at most) for the first write `log` has from the server on
+/// `port`, and returns when it was served; `what` names the writes.
+///
+/// # Panics
+///
+/// When none came within 30 s.
+pub(super) async fn first_write_on(log: &Log, port: i32, what: &str) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let at = log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| o.side == Side::Write && o.outcome == Outcome::Ok(port))
+            .map(|o| o.at);
+        if let Some(at) = at {
+            return at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} reached the promoted standby within 30 s: {}",
+            summary(&log.lock().unwrap(), Side::Write)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Lets the load run half a second more, then stops it and waits for
+/// every task.
+pub(super) async fn finish_load(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("a load task panicked");
+    }
+}
+
+/// Asserts no write reached a read-only server (none failed with 25006,
+/// and the standby on `standby_port` served none before `promote_from`)
+/// and no checkout waited out its timeout.
+pub(super) fn assert_failover_clean(ops: &[Op], standby_port: i32, promote_from: Instant) {
+    let read_only = ops
+        .iter()
+        .filter(|o| o.outcome == Outcome::Query(Some(SqlState::READ_ONLY_SQL_TRANSACTION)))
+        .count();
+    assert_eq!(read_only, 0, "writes sent to a read-only server");
+    assert!(
+        ops.iter()
+            .filter(|o| o.side == Side::Write && o.outcome == Outcome::Ok(standby_port))
+            .all(|o| o.at >= promote_from),
+        "a write was served by the standby before the promotion"
+    );
+    assert!(
+        ops.iter().all(|o| o.outcome != Outcome::Timeout),
+        "a checkout waited out its timeout"
+    );
+}
+
+/// The settings of the pools the failover load runs through, named `name`.
+pub(super) fn load_config(name: &str) -> PoolConfig {
+    PoolConfig::builder()
+        .name(name)
+        .max_size(8)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
 }
 
 /// Runs `op` in a loop until `stop`, logging each outcome.
@@ -141,13 +272,7 @@ async fn promote_the_standby_under_load() {
     plain_config.connect_timeout(Duration::from_secs(2));
     let plain = Pool::new(
         PostgresManager::new(plain_config, NoTls),
-        PoolConfig::builder()
-            .name("plain")
-            .max_size(8)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap(),
+        load_config("plain"),
     )
     .await
     .expect("the plain pool");
@@ -157,52 +282,18 @@ async fn promote_the_standby_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..WRITERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Write, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.write().await {
-                    Ok(conn) => query_outcome(conn.query_one(WRITE_SQL, &[]).await),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("write checkout: {e}"),
-                }
-            }
-        }));
-        let p = plain.clone();
-        tasks.push(spawn_loop(Side::Write, &plain_log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.get().await {
-                    Ok(conn) => query_outcome(conn.query_one(WRITE_SQL, &[]).await),
-                    Err(e) => pool_outcome(&e),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(
+            &pool,
+            Side::Write,
+            tokio_query,
+            &log,
+            &stop,
+        ));
+        tasks.push(spawn_plain_loop(&plain, Side::Write, &plain_log, &stop));
     }
     for _ in 0..READERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Read, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.read().await {
-                    Ok(conn) => query_outcome(conn.query_one(READ_SQL, &[]).await),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("read checkout: {e}"),
-                }
-            }
-        }));
-        let p = plain.clone();
-        tasks.push(spawn_loop(Side::Read, &plain_log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.get().await {
-                    Ok(conn) => query_outcome(conn.query_one(READ_SQL, &[]).await),
-                    Err(e) => pool_outcome(&e),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Read, tokio_query, &log, &stop));
+        tasks.push(spawn_plain_loop(&plain, Side::Read, &plain_log, &stop));
     }
 
     // Steady load, then the primary stops, then the standby is promoted.
@@ -217,29 +308,8 @@ async fn promote_the_standby_under_load() {
 
     // Until the first write on the new primary (bounded), then a little
     // more load.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let first_new_write = loop {
-        let at = log
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
-            .map(|o| o.at);
-        if let Some(at) = at {
-            break at;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no write reached the promoted standby within 30 s: {}",
-            summary(&log.lock().unwrap(), Side::Write)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("a load task panicked");
-    }
+    let first_new_write = first_write_on(&log, s_port, "write").await;
+    finish_load(&stop, tasks).await;
 
     let ops = log.lock().unwrap().clone();
     let plain_ops = plain_log.lock().unwrap().clone();
@@ -265,23 +335,8 @@ async fn promote_the_standby_under_load() {
 
     // No write reached a read-only server: none failed with 25006, and no
     // write was served by the standby before its promotion returned (it
-    // would have refused it).
-    let read_only = ops
-        .iter()
-        .filter(|o| o.outcome == Outcome::Query(Some(SqlState::READ_ONLY_SQL_TRANSACTION)))
-        .count();
-    assert_eq!(read_only, 0, "writes sent to a read-only server");
-    assert!(
-        ops.iter()
-            .filter(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
-            .all(|o| o.at >= promote_from),
-        "a write was served by the standby before the promotion"
-    );
-    // No caller waited out its timeout.
-    assert!(
-        ops.iter().all(|o| o.outcome != Outcome::Timeout),
-        "a checkout waited out its timeout"
-    );
+    // would have refused it). No caller waited out its timeout.
+    assert_failover_clean(&ops, s_port, promote_from);
     // Reads were served throughout: every read of the host pool, and some
     // in each phase.
     let reads: Vec<&Op> = ops.iter().filter(|o| o.side == Side::Read).collect();

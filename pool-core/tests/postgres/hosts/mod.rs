@@ -12,7 +12,7 @@ mod sqlx_failover;
 use std::time::Duration;
 
 use crate::support::cluster::Cluster;
-use pool_core::managers::hosts::{HostPool, HostTls};
+use pool_core::managers::hosts::{HostBackend, HostConnection, HostPool, HostTls, ServerRole};
 use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::PoolConfig;
 use tokio::sync::Mutex;
@@ -53,6 +53,31 @@ pub fn hosts(clusters: &[&Cluster], app: &str) -> tokio_postgres::Config {
         .application_name(app)
         .connect_timeout(Duration::from_secs(2));
     pg
+}
+
+/// Asserts the write checkout `w` is on `primary` and the read checkout
+/// `r` on `standby`, by host and role.
+pub fn assert_split<M: HostBackend>(
+    w: &HostConnection<M>,
+    r: &HostConnection<M>,
+    primary: &Cluster,
+    standby: &Cluster,
+) {
+    assert_eq!((w.host(), w.role()), (&*addr(primary), ServerRole::Primary));
+    assert_eq!((r.host(), r.role()), (&*addr(standby), ServerRole::Standby));
+}
+
+/// Checks a write and a read connection out of `pool` and asserts the
+/// first went to `primary` and the second to `standby` (see
+/// [`assert_split`]); both go back when it returns.
+pub async fn assert_checkouts_split<M: HostBackend>(
+    pool: &HostPool<M>,
+    primary: &Cluster,
+    standby: &Cluster,
+) {
+    let w = pool.write().await.expect("a write checkout");
+    let r = pool.read().await.expect("a read checkout");
+    assert_split(&w, &r, primary, standby);
 }
 
 /// `127.0.0.1:port`, as the host pool names a host.

@@ -7,11 +7,10 @@ use std::time::Duration;
 use pool_core::managers::tokio_postgres::{
     HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
 };
-use pool_core::PoolConfig;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
-use super::{addr, host_pool, hosts, primary_and_standby, SERIAL};
+use super::{addr, assert_split, host_pool, hosts, primary_and_standby, SERIAL};
 
 async fn in_recovery(conn: &pool_core::managers::tokio_postgres::PgClient) -> bool {
     conn.query_one("SELECT pg_is_in_recovery()", &[])
@@ -39,14 +38,7 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
 
     let w = pool.write().await.expect("a write checkout");
     let r = pool.read().await.expect("a read checkout");
-    assert_eq!(
-        (w.host(), w.role()),
-        (&*addr(&primary), ServerRole::Primary)
-    );
-    assert_eq!(
-        (r.host(), r.role()),
-        (&*addr(&standby), ServerRole::Standby)
-    );
+    assert_split(&w, &r, &primary, &standby);
     assert!(
         !in_recovery(&w).await,
         "the write connection is on the primary"
@@ -82,14 +74,11 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
     // A host whose bound is reached: the checkout waits its own limit out,
     // and the event says which host ran out.
     let tight = HostPool::builder(hosts(&[&primary, &standby], "hosts_tight"), NoTls)
-        .pool_config(
-            PoolConfig::builder()
-                .name("tight")
-                .max_size(1)
-                .acquire_timeout(Duration::from_millis(200))
-                .build()
-                .unwrap(),
-        )
+        .pool_config(crate::support::db::named_config(
+            "tight",
+            1,
+            Duration::from_millis(200),
+        ))
         .build()
         .await
         .expect("the tight host pool");

@@ -3,19 +3,21 @@
 //! sqlx connections are not watched for SQLSTATEs, so the old primary is
 //! found down by a connect or a role check.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pool_core::managers::hosts::{HostEvent, HostPool, HostPoolError, ServerRole};
-use pool_core::PoolConfig;
+use pool_core::managers::hosts::{HostConnection, HostEvent, HostPool};
+use pool_core::managers::sqlx::SqlxManager;
 use sqlx::postgres::PgConnectOptions;
+use sqlx::PgConnection;
 use tokio_postgres::error::SqlState;
 
 use super::failover::{
-    pool_outcome, spawn_loop, summary, Log, Outcome, Side, READERS, READ_SQL, WRITERS, WRITE_SQL,
+    assert_failover_clean, finish_load, first_write_on, load_config, spawn_host_loop, summary, Log,
+    Outcome, Side, READERS, WRITERS,
 };
-use super::{addr, primary_and_standby, SERIAL};
+use super::{assert_checkouts_split, primary_and_standby, SERIAL};
 
 fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
     match r {
@@ -23,6 +25,18 @@ fn sqlx_outcome(r: Result<i32, sqlx::Error>) -> Outcome {
         Err(sqlx::Error::Database(e)) => Outcome::Query(e.code().map(|c| SqlState::from_code(&c))),
         Err(_) => Outcome::Query(None),
     }
+}
+
+/// A sqlx host connection's outcome for `sql`.
+async fn sqlx_query(
+    mut conn: HostConnection<SqlxManager<PgConnection>>,
+    sql: &'static str,
+) -> Outcome {
+    sqlx_outcome(
+        sqlx::query_scalar::<_, i32>(sql)
+            .fetch_one(&mut *conn)
+            .await,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,72 +52,23 @@ async fn sqlx_hosts_follow_a_promotion_under_load() {
         options,
         [("127.0.0.1", primary.port()), ("127.0.0.1", standby.port())],
     )
-    .pool_config(
-        PoolConfig::builder()
-            .name("sqlx-hosts")
-            .max_size(8)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap(),
-    )
+    .pool_config(load_config("sqlx-hosts"))
     .recheck_interval(Duration::from_secs(1))
     .recheck_gap(Duration::from_millis(50))
     .build()
     .await
     .expect("the sqlx host pool");
     let mut events = pool.subscribe();
-    {
-        let w = pool.write().await.expect("a write checkout");
-        let r = pool.read().await.expect("a read checkout");
-        assert_eq!(
-            (w.host(), w.role()),
-            (&*addr(&primary), ServerRole::Primary)
-        );
-        assert_eq!(
-            (r.host(), r.role()),
-            (&*addr(&standby), ServerRole::Standby)
-        );
-    }
+    assert_checkouts_split(&pool, &primary, &standby).await;
 
     let log: Log = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..WRITERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Write, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.write().await {
-                    Ok(mut conn) => sqlx_outcome(
-                        sqlx::query_scalar::<_, i32>(WRITE_SQL)
-                            .fetch_one(&mut *conn)
-                            .await,
-                    ),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("write checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Write, sqlx_query, &log, &stop));
     }
     for _ in 0..READERS {
-        let p = pool.clone();
-        tasks.push(spawn_loop(Side::Read, &log, &stop, move || {
-            let p = p.clone();
-            async move {
-                match p.read().await {
-                    Ok(mut conn) => sqlx_outcome(
-                        sqlx::query_scalar::<_, i32>(READ_SQL)
-                            .fetch_one(&mut *conn)
-                            .await,
-                    ),
-                    Err(HostPoolError::NoHost { .. }) => Outcome::NoHost,
-                    Err(HostPoolError::Pool { error, .. }) => pool_outcome(&error),
-                    Err(e) => panic!("read checkout: {e}"),
-                }
-            }
-        }));
+        tasks.push(spawn_host_loop(&pool, Side::Read, sqlx_query, &log, &stop));
     }
 
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -113,29 +78,8 @@ async fn sqlx_hosts_follow_a_promotion_under_load() {
     let promote_from = Instant::now();
     tokio::task::block_in_place(|| standby.promote());
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let first_new_write = loop {
-        let at = log
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
-            .map(|o| o.at);
-        if let Some(at) = at {
-            break at;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no sqlx write reached the promoted standby within 30 s: {}",
-            summary(&log.lock().unwrap(), Side::Write)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("a load task panicked");
-    }
+    let first_new_write = first_write_on(&log, s_port, "sqlx write").await;
+    finish_load(&stop, tasks).await;
 
     let ops = log.lock().unwrap().clone();
     eprintln!(
@@ -147,21 +91,7 @@ async fn sqlx_hosts_follow_a_promotion_under_load() {
     eprintln!("sqlx host pool writes: {}", summary(&ops, Side::Write));
     eprintln!("sqlx host pool reads:  {}", summary(&ops, Side::Read));
 
-    assert!(
-        ops.iter()
-            .all(|o| o.outcome != Outcome::Query(Some(SqlState::READ_ONLY_SQL_TRANSACTION))),
-        "writes sent to a read-only server"
-    );
-    assert!(
-        ops.iter()
-            .filter(|o| o.side == Side::Write && o.outcome == Outcome::Ok(s_port))
-            .all(|o| o.at >= promote_from),
-        "a write was served by the standby before the promotion"
-    );
-    assert!(
-        ops.iter().all(|o| o.outcome != Outcome::Timeout),
-        "a checkout waited out its timeout"
-    );
+    assert_failover_clean(&ops, s_port, promote_from);
     let failed: Vec<_> = ops
         .iter()
         .filter(|o| o.side == Side::Read && !matches!(o.outcome, Outcome::Ok(_)))
