@@ -459,3 +459,84 @@ impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Pool<M> {
         self.shared.fmt(f)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Connections that count themselves out when dropped (closed).
+    #[derive(Debug, Default)]
+    struct Counted(Arc<AtomicU32>);
+
+    #[derive(Debug)]
+    struct Conn(Arc<AtomicU32>);
+
+    impl Drop for Conn {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ManageConnection for Counted {
+        type Connection = Conn;
+        type Error = std::io::Error;
+        async fn connect(&self) -> Result<Conn, std::io::Error> {
+            Ok(Conn(self.0.clone()))
+        }
+        async fn is_valid(&self, _: &mut Conn) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+    }
+
+    fn config(max: u32) -> PoolConfig {
+        PoolConfig::builder().max_size(max).build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn dropping_a_clone_keeps_the_pool_open_and_the_last_handle_closes_it() {
+        let closed = Arc::new(AtomicU32::new(0));
+        let pool = Pool::new(Counted(closed.clone()), config(2)).await.unwrap();
+        let clone = pool.clone();
+        drop(clone);
+        assert!(!pool.is_closed(), "one handle is left");
+        drop(pool.get().await.unwrap());
+        assert_eq!(closed.load(Ordering::SeqCst), 0);
+        let held = pool.get().await.unwrap();
+        let observer = pool.shared.clone();
+        drop(pool);
+        assert!(observer.is_closed(), "the last handle closes the pool");
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            0,
+            "the connection in use is not closed under its holder"
+        );
+        drop(held);
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            1,
+            "closed when it comes back to the closed pool"
+        );
+    }
+
+    #[tokio::test]
+    async fn close_event_resolves_once_closed_and_add_gives_back_what_does_not_fit() {
+        let closed = Arc::new(AtomicU32::new(0));
+        let pool = Pool::new(Counted(closed.clone()), config(1)).await.unwrap();
+        let extra = Conn(closed.clone());
+        let refused = pool.add(extra).expect_err("the pool is full");
+        drop(refused);
+        assert_eq!(closed.load(Ordering::SeqCst), 1, "given back, not kept");
+        let event = pool.close_event();
+        pool.close().await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), event)
+            .await
+            .expect("close_event resolves after close");
+        assert!(
+            pool.try_get().is_none(),
+            "nothing is handed out once closed"
+        );
+        assert_eq!(closed.load(Ordering::SeqCst), 2, "the idle one was closed");
+    }
+}
