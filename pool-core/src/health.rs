@@ -55,6 +55,16 @@ pub(crate) fn jittered(d: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
+/// Zeroes a count kept as a hint, writing only when it is not zero already,
+/// so the common case (nothing to clear) leaves its cache line shared.
+fn clear(count: &AtomicU32) {
+    // Relaxed: the counts it clears are back-off hints, ordered with nothing
+    // else.
+    if count.load(Ordering::Relaxed) != 0 {
+        count.store(0, Ordering::Relaxed);
+    }
+}
+
 /// The connect failure that callers fail fast with while the database is
 /// known down; shared by every caller it reaches.
 pub(crate) enum Failure<E> {
@@ -278,10 +288,7 @@ impl<E> Health<E> {
     /// server before a restart would pause every connect after it (up to
     /// a second each) until a checkout check passed again.
     pub(crate) fn count_failure(&self) -> u32 {
-        // Relaxed: a back-off hint, as in `count_check`.
-        if self.rejected_in_a_row.load(Ordering::Relaxed) != 0 {
-            self.rejected_in_a_row.store(0, Ordering::Relaxed);
-        }
+        clear(&self.rejected_in_a_row);
         self.failed_in_a_row
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1)
@@ -289,9 +296,7 @@ impl<E> Health<E> {
 
     /// A connect succeeded: the next failure is a first one again.
     pub(crate) fn count_success(&self) {
-        if self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
-            self.failed_in_a_row.store(0, Ordering::Relaxed);
-        }
+        clear(&self.failed_in_a_row);
     }
 
     /// Keeps the count of rejections in a row that replacing did not cure,
@@ -302,9 +307,7 @@ impl<E> Health<E> {
         let streak = &self.rejected_in_a_row;
         // Relaxed throughout: a back-off hint, ordered with nothing else.
         if passed {
-            if streak.load(Ordering::Relaxed) != 0 {
-                streak.store(0, Ordering::Relaxed);
-            }
+            clear(streak);
             return;
         }
         let now = clock.now();

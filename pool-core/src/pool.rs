@@ -465,8 +465,9 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    /// Connections that count themselves out when dropped (closed).
-    #[derive(Debug, Default)]
+    /// A manager whose connections add one to the shared count when they
+    /// are dropped (closed).
+    #[derive(Debug)]
     struct Counted(Arc<AtomicU32>);
 
     #[derive(Debug)]
