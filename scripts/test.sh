@@ -6,21 +6,32 @@
 #   2. clippy on every target with every feature, warnings denied
 #   3. tests, paused-clock pass: the whole workspace with every feature, so
 #      pool-core's `tokio-clock` is on and the tests that drive time with
-#      `start_paused` can (they fail to compile without it, on purpose)
-#   4. tests, production-clock pass: pool-core without `tokio-clock`, so the
-#      CPU-counter clock (quanta) is compiled and exercised: its unit tests
-#      and the integration tests that run on real time under load
-#      (without the database URLs: then the tests that need only initdb,
-#      in a pass of their own, when initdb is there)
+#      `start_paused` can (they fail to compile without it, on purpose);
+#      then the doc tests. The example programs are not linked here: clippy
+#      has checked them, and their smoke tests live in the examples crate's
+#      library. Without the database URLs, the tests that need only initdb
+#      run next in a pass of their own, when initdb is there.
+#   4. tests, production-clock pass, optimised: pool-core without
+#      `tokio-clock`, so the CPU-counter clock (quanta) is compiled and
+#      exercised (its unit tests and the engine tests that run on real time,
+#      the release-mode stress test among them), in a release build with
+#      debug assertions and overflow checks on
 #   5. the loom models of the lock-free parts
 #   6. Miri over the unsafe unit tests (scripts/miri.sh)
 #
-# Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once.
+# Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once,
+# with `debug = "limited"` for our crates (frames and lines for backtraces,
+# which the leak tests read, without the types and variables a debugger
+# shows; Cargo.toml keeps full debug info for a developer's own builds).
 # Pass 4 selects only pool-core with its default features, so sqlx (0.9 and
-# 0.8) is not built again with other features, nor at all: only pool-core,
-# its unit tests and a handful of test binaries are compiled a second time.
-# Loom and Miri build in target dirs of their own (loom/ and miri/ under the
-# target dir) so they never invalidate the main build.
+# 0.8) is not built again with other features, nor at all: only pool-core's
+# dependencies, its unit tests and the engine test binary are compiled a
+# second time. Loom and Miri build in target dirs of their own (loom/ and
+# miri/ under the target dir) so they never invalidate the main build.
+#
+# Measurements written as ignored tests (the ignore reason says "a
+# measurement") are reports to run by hand: the database passes skip them
+# by name (`measurements` below), so CI spends no time on them.
 #
 # Real-database tests are #[ignore]d with a reason that names what they
 # need: "needs DATABASE_URL", "needs MYSQL_URL", "needs DATABASE_URL and
@@ -42,6 +53,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_INCREMENTAL=0
+# Frames and lines only in our crates' test builds (see above); a value set
+# by the caller wins.
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-limited}
 target_dir=${CARGO_TARGET_DIR:-target}
 
 started=$SECONDS
@@ -152,9 +166,16 @@ cargo fmt --all --check
 step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+# The ignored tests that are measurements, not checks (run them by hand with
+# --ignored --nocapture).
+measurements=(--skip sqlx_pgbouncer::relay_cost_report)
+
 step "tests, paused clock (every crate, every feature)"
 tests "$log" "tests, paused clock" \
-  cargo test --workspace --all-features --no-fail-fast -- "${ignored_args[@]}"
+  cargo test --workspace --all-features --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}"
+step "doc tests (every crate, every feature)"
+tests "$log" "doc tests" \
+  cargo test --workspace --all-features --no-fail-fast --doc
 
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
@@ -197,17 +218,15 @@ if $initdb_alone; then
   $ran_initdb || echo "test.sh: no test needs only initdb"
 fi
 
-step "tests, production clock (pool-core without tokio-clock)"
+step "tests, production clock, optimised (pool-core without tokio-clock)"
 # The engine's tests that run on real time (no `start_paused`); the
-# modules on the paused clock are left out of this build.
-tests "$log" "tests, production clock" \
-  cargo test -p pool-core --no-fail-fast --lib --test engine
-
-step "stress, release build (pool-core without tokio-clock)"
-# Everything at once for a bounded time (tests/engine/stress.rs): far more
-# interleavings fit in an optimised build.
-tests "$log" "stress, release build" \
-  cargo test -p pool-core --release --test engine -- stress
+# modules on the paused clock are left out of this build. Optimised so the
+# stress test (tests/engine/stress.rs, everything at once for a bounded
+# time) fits far more interleavings in its time; debug assertions and
+# overflow checks stay on.
+CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true \
+  tests "$log" "tests, production clock" \
+  cargo test -p pool-core --release --no-fail-fast --lib --test engine
 
 step "loom models"
 # Loom swaps std's atomics and mutexes for its model checker's; it needs its
