@@ -43,7 +43,7 @@ cargo +nightly miri test -p pool-core --no-default-features --lib -- "${MIRI_FIL
   fail "Miri found a problem (or a test failed) in: ${MIRI_FILTER[*]}"
 
 # The pool's reference count against parked connections (`count_tests`,
-# `slots/cache.rs` "The pool's reference"): a real pool on a current-thread
+# `slots/parked.rs`, "The pool's reference"): a real pool on a current-thread
 # runtime, so that Miri checks the count passed from a guard to a slot and
 # back, and released from a pointer to the whole `Arc` allocation. Tokio's
 # clock (the CPU counter is not emulated) and host time (tokio reads it).

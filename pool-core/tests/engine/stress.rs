@@ -11,9 +11,10 @@
 //! freed (the manager is dropped): no count of the pool is leaked by any
 //! interleaving of parking, claiming and closing.
 //!
-//! Meant for a release build (`scripts/test.sh` runs it with `--release`,
-//! where far more interleavings fit in the time); it passes in a debug
-//! build too. `STRESS_MS` sets how long the load runs (default 1500).
+//! `scripts/test.sh` runs it in a debug build, on tokio's clock and on the
+//! production clock; a release build fits far more interleavings in the
+//! same time (`cargo test --release -p pool-core --test engine stress`).
+//! `STRESS_MS` sets how long the load runs (default 1500).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
