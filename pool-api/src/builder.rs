@@ -200,9 +200,33 @@ impl PoolConfigBuilder {
     }
 
     /// Bound on simultaneous `connect()` calls, so a burst of demand does not
-    /// become a connection storm. Defaults to 2; must be at least 1.
+    /// become a connection storm. Defaults to 2; must be at least 1. After
+    /// failed connects, [`max_concurrent_reconnects`](Self::max_concurrent_reconnects)
+    /// applies instead while the pool reopens.
     pub fn max_concurrent_connects(mut self, n: u32) -> Self {
         self.config.max_concurrent_connects = n;
+        self
+    }
+
+    /// Bound on simultaneous `connect()` calls while the pool reopens after
+    /// the database was unreachable. Defaults to 16; must be at least 1.
+    ///
+    /// When a connect succeeds after one or more failed in a row (the
+    /// database restarted, a failover ended, the network came back), the
+    /// pool opens up to this many connections at once, one per caller
+    /// waiting (and the shortfall below `min_size` and `min_idle`), never
+    /// above `max_size`; the larger of this and `max_concurrent_connects`
+    /// applies. It goes back to `max_concurrent_connects` as soon as
+    /// the connects running cover the demand, the pool is full, or a
+    /// connect fails again; connects already in flight finish, and no new
+    /// one starts above that bound. So the callers queued through an
+    /// outage are served about one connect's time after the database is
+    /// back (deadpool and bb8 open one connection per waiting caller),
+    /// where two at a time would take a round of connects per two
+    /// callers. Set it to 1 (or to `max_concurrent_connects`) to reopen at
+    /// the usual pace.
+    pub fn max_concurrent_reconnects(mut self, n: u32) -> Self {
+        self.config.max_concurrent_reconnects = n;
         self
     }
 
@@ -312,7 +336,8 @@ impl PoolConfigBuilder {
     ///
     /// A [`ConfigError`] naming the field and the rule, for: an empty name;
     /// `max_size` 0 or above [`MAX_POOL_SIZE`]; `min_size > max_size`;
-    /// `min_idle > max_size`; `max_concurrent_connects` 0; a zero `acquire_timeout`,
+    /// `min_idle > max_size`; `max_concurrent_connects` or
+    /// `max_concurrent_reconnects` 0; a zero `acquire_timeout`,
     /// `connect_timeout`, `validation_timeout` or `housekeeping_period`; a
     /// `Some(ZERO)` idle timeout, lifetime, leak threshold or keepalive; a
     /// jitter outside 0.0..=0.5; an explicit `idle_timeout >=
@@ -367,6 +392,7 @@ mod tests {
         assert_eq!(config.keepalive_interval(), None);
         assert_eq!(config.housekeeping_period(), Duration::from_secs(30));
         assert_eq!(config.max_concurrent_connects(), 2);
+        assert_eq!(config.max_concurrent_reconnects(), 16);
         assert_eq!(config.max_lifetime_jitter(), 0.05);
         assert_eq!(config.metric_names(), MetricNames::Hikari);
         let otel = PoolConfig::builder()
@@ -387,6 +413,10 @@ mod tests {
         assert_eq!(
             field_of(b().max_concurrent_connects(0)),
             "max_concurrent_connects"
+        );
+        assert_eq!(
+            field_of(b().max_concurrent_reconnects(0)),
+            "max_concurrent_reconnects"
         );
         assert_eq!(field_of(b().acquire_timeout(zero)), "acquire_timeout");
         assert_eq!(field_of(b().connect_timeout(zero)), "connect_timeout");

@@ -112,6 +112,7 @@ pub struct PoolConfig {
     pub(crate) keepalive_interval: Option<Duration>,
     pub(crate) housekeeping_period: Duration,
     pub(crate) max_concurrent_connects: u32,
+    pub(crate) max_concurrent_reconnects: u32,
     pub(crate) metric_names: MetricNames,
     pub(crate) fail_fast: bool,
     pub(crate) min_idle: u32,
@@ -140,6 +141,7 @@ impl Default for PoolConfig {
             keepalive_interval: None,
             housekeeping_period: Duration::from_secs(30),
             max_concurrent_connects: 2,
+            max_concurrent_reconnects: 16,
             metric_names: MetricNames::Hikari,
             fail_fast: true,
             min_idle: 0,
@@ -220,6 +222,12 @@ impl PoolConfig {
     /// Bound on simultaneous `connect()` calls.
     pub fn max_concurrent_connects(&self) -> u32 {
         self.max_concurrent_connects
+    }
+    /// Bound on simultaneous `connect()` calls while the pool reopens its
+    /// connections after failed connects (the database came back); the
+    /// larger of this and `max_concurrent_connects` applies then.
+    pub fn max_concurrent_reconnects(&self) -> u32 {
+        self.max_concurrent_reconnects
     }
     /// Labels added to every exported series, beside the pool's name.
     pub fn metric_labels(&self) -> &[(String, String)] {
@@ -344,6 +352,9 @@ impl PoolConfig {
         }
         if self.max_concurrent_connects == 0 {
             return err("max_concurrent_connects", "must be at least 1");
+        }
+        if self.max_concurrent_reconnects == 0 {
+            return err("max_concurrent_reconnects", "must be at least 1");
         }
         let nonzero: [(&'static str, Duration); 4] = [
             ("acquire_timeout", self.acquire_timeout),

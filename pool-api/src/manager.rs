@@ -58,7 +58,9 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// Opens one new connection.
     ///
     /// The pool bounds each call by `connect_timeout` and never runs more
-    /// than `max_concurrent_connects` of them at once.
+    /// than `max_concurrent_connects` of them at once (the larger of it
+    /// and `max_concurrent_reconnects` while it reopens after failed
+    /// connects).
     async fn connect(&self) -> Result<Self::Connection, Self::Error>;
 
     /// Liveness check used by [`ValidationMode::IsValid`](crate::ValidationMode::IsValid)

@@ -21,6 +21,12 @@
 //!   are any ([`Health::count_check`]), until a check passes or a connect
 //!   fails ([`Health::count_failure`]: the server went down, and the one
 //!   that comes back starts clean).
+//! * **Reopening**: the size the pool had, or was asked for, when failures
+//!   were seen (open connections plus callers waiting, the largest since
+//!   the pool last got back to it); while the pool is below it and connects
+//!   succeed, connectors may run up to `max_concurrent_reconnects` at once,
+//!   so the callers of an outage are served together
+//!   ([`Health::reopening`], [`Health::reopened`]).
 
 use std::any::Any;
 use std::error::Error;
@@ -162,6 +168,12 @@ pub(crate) struct Health<E> {
     /// failure reads its own increment, and a success racing a failure is
     /// a fresh start either way.
     failed_in_a_row: AtomicU32,
+    /// The size to reopen to (see the module docs; 0: none): the largest
+    /// open count plus callers waiting seen at a failure, until the pool
+    /// has that many open again. Relaxed: a hint for the connect bound; the
+    /// connector places themselves are claimed by compare-and-swap against
+    /// whichever bound a claim read.
+    reopen_to: AtomicU32,
     /// The failure callers fail fast with while `down`; written with
     /// `down` under this lock.
     failure: Mutex<Option<Failure<E>>>,
@@ -188,6 +200,7 @@ impl<E> Health<E> {
             pacing: AtomicU32::new(0),
             wake: tokio::sync::Notify::new(),
             failed_in_a_row: AtomicU32::new(0),
+            reopen_to: AtomicU32::new(0),
             failure: Mutex::new(None),
             last_error: Mutex::new(None),
         }
@@ -231,13 +244,19 @@ impl<E> Health<E> {
         lock(&self.last_error).clone()
     }
 
-    /// Records that a failure was seen at `now` (see `failed_at`).
+    /// Records that a failure was seen at `now` (see `failed_at`), with
+    /// `wanted` connections open or asked for (open plus callers waiting:
+    /// the size to reopen to, see `reopen_to`).
     #[cold]
-    pub(crate) fn saw_failure(&self, now: Stamp) {
+    pub(crate) fn saw_failure(&self, now: Stamp, wanted: u32) {
         // Relaxed: a hint (see the field); `max` so a late writer with an
         // older stamp does not move the epoch back.
         self.failed_at
             .fetch_max(now.nanos().max(1), Ordering::Relaxed);
+        // Relaxed: a hint (see the field); `max`: the largest size seen
+        // while failing, not the last (connections found broken one by one
+        // leave the pool smaller at each).
+        self.reopen_to.fetch_max(wanted, Ordering::Relaxed);
     }
 
     /// Whether a failure was seen after `checked`, the last time a
@@ -261,6 +280,16 @@ impl<E> Health<E> {
         }
         self.wake.notify_one();
         true
+    }
+
+    /// Connects succeed again: wakes every connector out of its back-off,
+    /// so each opens a connection for the callers of the outage at once
+    /// rather than at the end of its pause.
+    pub(crate) fn wake_all_pacing(&self) {
+        // Relaxed: a hint, as in `wake_pacing`.
+        if self.pacing.load(Ordering::Relaxed) != 0 {
+            self.wake.notify_waiters();
+        }
     }
 
     /// Sleeps out a back-off, or until a caller wakes this connector.
@@ -297,6 +326,37 @@ impl<E> Health<E> {
     /// A connect succeeded: the next failure is a first one again.
     pub(crate) fn count_success(&self) {
         clear(&self.failed_in_a_row);
+    }
+
+    /// How far the pool, with `open` connections (being opened included),
+    /// is below the size it had or was asked for when failures were seen;
+    /// 0 while connects still fail (the usual bound paces the attempts
+    /// then) or when it is not.
+    #[inline]
+    pub(crate) fn reopen_gap(&self, open: u32) -> u32 {
+        // Relaxed: hints (see the fields).
+        if self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
+            return 0;
+        }
+        self.reopen_to.load(Ordering::Relaxed).saturating_sub(open)
+    }
+
+    /// The pool has `open` connections, or `full`: the reopening is over
+    /// once that is the size it reopens to. A failure seen meanwhile that
+    /// raised the size is kept.
+    pub(crate) fn reopened(&self, open: u32, full: bool) {
+        // Relaxed: a hint (see the field).
+        let _ = self
+            .reopen_to
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |to| {
+                (to != 0 && (full || open >= to)).then_some(0)
+            });
+    }
+
+    /// No reopening: connects go at the usual pace (a capacity refusal,
+    /// which more connects at once do not cure).
+    pub(crate) fn end_reopening(&self) {
+        clear(&self.reopen_to);
     }
 
     /// Keeps the count of rejections in a row that replacing did not cure,
@@ -361,17 +421,42 @@ mod tests {
     }
 
     #[test]
+    fn the_pool_reopens_to_its_size_at_the_failures_while_connects_succeed() {
+        let h: Health<std::io::Error> = Health::new();
+        let now = Clock::new().now();
+        assert_eq!(h.reopen_gap(0), 0, "no failure seen: no reopening");
+        h.saw_failure(now, 12);
+        h.saw_failure(now, 3);
+        assert_eq!(h.count_failure(), 1);
+        assert_eq!(h.reopen_gap(0), 0, "connects still fail: the usual pace");
+        h.count_success();
+        assert_eq!(h.reopen_gap(0), 12, "the largest size seen is kept");
+        assert_eq!(h.reopen_gap(11), 1);
+        h.reopened(11, false);
+        assert_eq!(h.reopen_gap(11), 1, "not there yet");
+        h.reopened(12, false);
+        assert_eq!(h.reopen_gap(0), 0, "back to its size: over");
+        h.saw_failure(now, 8);
+        assert_eq!(h.reopen_gap(2), 6);
+        h.reopened(2, true);
+        assert_eq!(h.reopen_gap(2), 0, "a full pool has nothing to reopen");
+        h.saw_failure(now, 8);
+        h.end_reopening();
+        assert_eq!(h.reopen_gap(0), 0);
+    }
+
+    #[test]
     fn the_failure_epoch_covers_checks_at_or_before_it() {
         let h: Health<std::io::Error> = Health::new();
         let clock = Clock::new();
         let checked = clock.now();
         assert!(!h.failed_since(checked), "no failure seen yet");
-        h.saw_failure(checked);
+        h.saw_failure(checked, 0);
         assert!(
             h.failed_since(checked),
             "a failure sharing the stamp counts"
         );
-        h.saw_failure(Stamp::from_nanos(1));
+        h.saw_failure(Stamp::from_nanos(1), 0);
         assert!(
             h.failed_since(checked),
             "an older stamp never moves it back"

@@ -12,7 +12,8 @@
 //!   a returned or newly opened connection is handed straight to the longest
 //!   waiter.
 //! * **Demand-driven creation** apart from callers, bounded by
-//!   `max_concurrent_connects`; a connect outlives a caller who gave up.
+//!   `max_concurrent_connects` (`max_concurrent_reconnects` while the pool
+//!   reopens after an outage); a connect outlives a caller who gave up.
 //! * **Reset on return**: a dirty connection is reset before anyone else gets
 //!   it; a broken one is closed.
 //! * **Housekeeper, leak reports, metrics**: idle timeout, max lifetime with

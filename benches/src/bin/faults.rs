@@ -12,11 +12,14 @@
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
 //!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
-//!     [--repeats N] [--connects N]
+//!     [--repeats N] [--connects N] [--reconnects N]
 //! ```
 //!
-//! `--connects N` sets our pool's `max_concurrent_connects` (default: the
-//! pool's default), for A/B runs of how fast it reopens after a fault.
+//! `--connects N` and `--reconnects N` set our pool's
+//! `max_concurrent_connects` and `max_concurrent_reconnects` (default: the
+//! pool's defaults), for A/B runs of how fast it reopens after a fault
+//! (`--reconnects 1`: two connects at a time, as before the reopening
+//! bound).
 //! `--timeline` prints, for every run, the successes and failures per
 //! 10 ms from 50 ms before the server is back to 700 ms after, and for our
 //! pool its counts (idle, in use, opening, closing, waiting, connects and
@@ -155,13 +158,20 @@ enum AnyPool {
     Sqlx(sqlx::PgPool),
 }
 
+/// Our pool's connect bounds, when the command line sets them.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    connects: Option<u32>,
+    reconnects: Option<u32>,
+}
+
 impl AnyPool {
     async fn build(
         kind: Kind,
         pg: tokio_postgres::Config,
         port: u16,
         app: &str,
-        connects: Option<u32>,
+        connects: Bounds,
     ) -> Result<Self, String> {
         // Our pool's settings, the same for both of its managers.
         let ours = || {
@@ -169,8 +179,11 @@ impl AnyPool {
                 .max_size(MAX)
                 .acquire_timeout(ACQUIRE)
                 .connect_timeout(ACQUIRE);
-            if let Some(n) = connects {
+            if let Some(n) = connects.connects {
                 builder = builder.max_concurrent_connects(n);
+            }
+            if let Some(n) = connects.reconnects {
+                builder = builder.max_concurrent_reconnects(n);
             }
             builder.build().map_err(|e| e.to_string())
         };
@@ -334,7 +347,7 @@ async fn run(
     kind: Kind,
     fault: Fault,
     n: usize,
-    connects: Option<u32>,
+    connects: Bounds,
     timeline: bool,
 ) -> Result<(Figures, Rates), String> {
     let app = format!("faults_{n}");
@@ -594,7 +607,10 @@ async fn main() {
     let pools = list("--pools");
     let faults = list("--faults");
     let repeats: usize = value("--repeats").map_or(1, |v| v.parse().expect("--repeats N"));
-    let connects: Option<u32> = value("--connects").map(|v| v.parse().expect("--connects N"));
+    let connects = Bounds {
+        connects: value("--connects").map(|v| v.parse().expect("--connects N")),
+        reconnects: value("--reconnects").map(|v| v.parse().expect("--reconnects N")),
+    };
     let wanted = |chosen: &Option<Vec<String>>, key: &str| {
         chosen.as_ref().is_none_or(|c| c.iter().any(|k| k == key))
     };
@@ -638,9 +654,13 @@ async fn main() {
         ACQUIRE.as_secs(),
         FAIL_PAUSE.as_millis()
     );
-    if let Some(n) = connects {
+    if let Some(n) = connects.connects {
         println!();
         println!("Ours with `max_concurrent_connects({n})`.");
+    }
+    if let Some(n) = connects.reconnects {
+        println!();
+        println!("Ours with `max_concurrent_reconnects({n})`.");
     }
     println!();
     println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | ok/s: second before the fault / last second | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");

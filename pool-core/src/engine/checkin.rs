@@ -206,7 +206,7 @@ impl<M: ManageConnection> Engine<M> {
         let manager = &self.manager;
         let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
         if broken {
-            self.health.saw_failure(now);
+            self.saw_failure(now);
         }
         Ok(broken)
     }

@@ -156,12 +156,7 @@ impl<M: ManageConnection> Engine<M> {
             // Known down (fail fast) with every connector place mid-connect:
             // fail now rather than wait for an attempt that may hang until
             // `connect_timeout`.
-            if !woke
-                && self.health.is_down()
-                && !self
-                    .connector
-                    .has_room(self.config.max_concurrent_connects())
-            {
+            if !woke && self.health.is_down() && !self.connector.has_room(self.connect_limit()) {
                 if let Some(e) = self.failed_fast(started) {
                     return Err(e);
                 }

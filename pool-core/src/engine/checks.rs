@@ -179,13 +179,13 @@ impl<M: ManageConnection> Engine<M> {
             Some(Err(e)) => {
                 tracing::debug!(pool = self.config.name(), error = %e, "{what} failed; closing connection");
                 self.health.set_last_error(std::sync::Arc::new(e));
-                self.health.saw_failure(self.clock.now());
+                self.saw_failure(self.clock.now());
                 Err(Refused::Retry)
             }
             None => {
                 self.health
                     .set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
-                self.health.saw_failure(self.clock.now());
+                self.saw_failure(self.clock.now());
                 if deadline.is_some_and(|d| self.clock.now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
                 } else {

@@ -48,6 +48,27 @@
 //! replacing them at once is what the caller wants. A failed connect ends
 //! the count: the server went down, the connect back-off paces from there,
 //! and the server that comes back starts with no pause.
+//!
+//! # Reopening
+//!
+//! Two connects at a time suit a burst against a healthy database, which
+//! returns serve. After an outage they do not: every caller queued through
+//! it waits for a connection of its own, and two at a time would serve
+//! them a round of connects per two callers. So each failure seen (a
+//! failed connect, a connection found broken, a failed check) records the
+//! pool's size then: connections open (idle or in use) plus callers
+//! waiting, the largest
+//! since the pool last got back to it (`Health::saw_failure`). While the
+//! pool is below that size and the last connect succeeded, connectors may
+//! run up to the larger of `max_concurrent_connects` and
+//! `max_concurrent_reconnects` at once, never more than the gap
+//! ([`Engine::connect_limit`]); the connector whose connect ends the failures
+//! wakes the others out of their back-off and asks for connectors at once
+//! for the rest of the demand. Connectors still
+//! only run for callers waiting (and `min_size`, `min_idle`), within
+//! `max_size`. Once the pool is back to that size (or full) the reopening
+//! is over, and a connector above `max_concurrent_connects` stops before
+//! its next connect. While connects fail, the usual bound paces them.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -82,7 +103,7 @@ use crate::sync::{fence, AtomicU32, Ordering};
 /// `loom_reservation_dropped_while_waiter_queues` check both pairs.
 #[derive(Debug)]
 pub(crate) struct Connector {
-    /// Connector tasks running (bounded by `max_concurrent_connects`).
+    /// Connector tasks running (bounded by [`Engine::connect_limit`]).
     running: AtomicU32,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
@@ -214,13 +235,39 @@ impl<M: ManageConnection> Engine<M> {
     /// is taken: running connectors look at the demand again before they
     /// stop.
     pub(crate) fn top_up_idle(self: &Arc<Self>) {
-        if self
-            .connector
-            .has_room(self.config.max_concurrent_connects())
-            && self.slots.open() < self.slots.limit()
-        {
+        if self.connector.has_room(self.connect_limit()) && self.slots.open() < self.slots.limit() {
             self.request_connections();
         }
+    }
+
+    /// How many connectors may run now: `max_concurrent_connects`, or,
+    /// while the pool reopens after failures, up to
+    /// `max_concurrent_reconnects` but no more than the pool is short of
+    /// its size at the failures (see the module docs, "Reopening").
+    #[inline]
+    pub(crate) fn connect_limit(&self) -> u32 {
+        let limit = self.config.max_concurrent_connects();
+        // The connections open apart from the connectors' own: each
+        // connector holds at most one slot reserved, and the bound is on
+        // connectors, so the gap is counted from what they do not hold.
+        let open = self.slots.open().saturating_sub(self.connector.running());
+        let gap = self.health.reopen_gap(open);
+        if gap == 0 {
+            return limit;
+        }
+        limit.max(gap.min(self.config.max_concurrent_reconnects()))
+    }
+
+    /// Records a failure seen now (see `Health::saw_failure`): the failure
+    /// epoch, and the size to reopen to.
+    #[cold]
+    pub(crate) fn saw_failure(&self, now: Stamp) {
+        // Connections open (not those being opened: they are for callers
+        // counted as waiting) plus callers waiting. A scan of the slots, on
+        // failure paths only.
+        let census = self.slots.census();
+        let wanted = (census.idle + census.in_use).saturating_add(self.waiters.waiting());
+        self.health.saw_failure(now, wanted);
     }
 
     /// Spawns connectors for the current demand, within the bounds.
@@ -231,7 +278,7 @@ impl<M: ManageConnection> Engine<M> {
         // (after its `running` decrement) or a freed slot's (after the
         // `open` decrement), so one of the two sees the other's write.
         fence(Ordering::SeqCst);
-        let limit = self.config.max_concurrent_connects();
+        let limit = self.connect_limit();
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
@@ -359,9 +406,11 @@ impl<M: ManageConnection> Engine<M> {
         }
         self.health.set_last_error(last);
         if capacity || panicked {
+            // More connects at once cure neither: no reopening.
+            self.health.end_reopening();
             return AfterFailure::Pace { wakeable: false };
         }
-        self.health.saw_failure(self.clock.now());
+        self.saw_failure(self.clock.now());
         if self.health.count_failure() == 1 && !permanent {
             return AfterFailure::RetryNow;
         }
@@ -394,10 +443,22 @@ async fn connector<M: ManageConnection>(shared: Arc<Engine<M>>) {
 #[cfg_attr(loom, allow(dead_code))]
 async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
     let mut backoff = FIRST_BACKOFF;
+    let mut first = true;
     loop {
         if shared.is_closed() || shared.is_suspended() || !shared.wants_another() {
             return;
         }
+        // A reopening that is over leaves the connectors it started above
+        // the bound: each stops before its next connect until the count is
+        // within it (a hint; a stale read lets one more connect run, or
+        // stops one that the last to stop replaces in `connector_done` if
+        // it is wanted). Not before the first: a connector was started
+        // within the bound, and the others' reservations shrink the gap it
+        // was started for.
+        if !first && shared.connector.running() > shared.connect_limit() {
+            return;
+        }
+        first = false;
         let rejected = shared.health.rejected_in_a_row();
         if rejected > 0 {
             // Paces connects while checkouts keep rejecting new connections
@@ -413,6 +474,16 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
             Ok(entry) => {
                 backoff = FIRST_BACKOFF;
                 slot.fill(entry);
+                // Reopening: connectors for the rest of the demand at once,
+                // within the larger bound, so the callers queued through an
+                // outage are not served two connects at a time; over once
+                // the pool is back to its size.
+                let open = shared.slots.open();
+                if shared.health.reopen_gap(open) != 0 {
+                    shared.health.wake_all_pacing();
+                    shared.request_connections();
+                }
+                shared.health.reopened(open, open >= shared.slots.limit());
             }
             Err(e) => {
                 drop(slot);

@@ -115,8 +115,9 @@
 //! **Creation** is demand-driven and apart from callers (`engine/connect.rs`):
 //! queuing a waiter asks for connections, one per waiter at most (a
 //! connector stops once the other connectors cover the callers waiting); at
-//! most `max_concurrent_connects`
-//! connector tasks open them, and each new connection is delivered exactly
+//! most `max_concurrent_connects` connector tasks open them (after an
+//! outage, up to `max_concurrent_reconnects` while the pool is back below
+//! its size at the failures), and each new connection is delivered exactly
 //! like a returned one, to the longest waiter or onto the stack. A caller who
 //! gives up does not abort a half-open connection. Back-off, fail fast and
 //! the failure epoch are the connect health's (`health.rs`).

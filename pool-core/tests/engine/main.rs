@@ -55,6 +55,8 @@ mod panic;
 #[cfg(feature = "tokio-clock")]
 mod proptest_model;
 #[cfg(feature = "tokio-clock")]
+mod reopen;
+#[cfg(feature = "tokio-clock")]
 mod return_path;
 #[cfg(feature = "tokio-clock")]
 mod runtime_control;
