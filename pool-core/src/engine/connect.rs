@@ -251,7 +251,12 @@ impl<M: ManageConnection> Engine<M> {
         // connector holds at most one slot reserved, and the bound is on
         // connectors, so the gap is counted from what they do not hold.
         let open = self.slots.open().saturating_sub(self.connector.running());
-        let gap = self.health.reopen_gap(open);
+        // Never more than the free slots: a pool resized below its size at
+        // the failures reopens to its new `max_size`.
+        let gap = self
+            .health
+            .reopen_gap(open)
+            .min(self.slots.limit().saturating_sub(open));
         if gap == 0 {
             return limit;
         }

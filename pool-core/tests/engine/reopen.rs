@@ -270,3 +270,28 @@ async fn a_hook_that_refused_connections_then_accepts_them_reopens_together() {
         drop(h.await.unwrap());
     }
 }
+
+/// A pool resized below its size at the outage reopens to its new
+/// `max_size`: no more connects at once than it has slots, and the callers
+/// queued through the outage are served in turn by those connections.
+#[tokio::test(start_paused = true)]
+async fn a_pool_resized_during_an_outage_reopens_to_its_new_size() {
+    let (mock, pool, held) = outage(16, 16, config(16).fail_fast(false)).await;
+    pool.resize(4).unwrap();
+    mock.script.set(&mock.script.fail_connect, false);
+    served(&pool, 4).await;
+    assert!(
+        mock.script.max_connecting() <= 4,
+        "{} connects at once for four slots",
+        mock.script.max_connecting()
+    );
+    assert!(mock.script.max_connecting() > 2, "the four opened together");
+    // Each caller gives its connection back in turn: sixteen served by four.
+    for h in held {
+        drop(h.await.unwrap());
+    }
+    let m = pool.metrics();
+    assert!(m.total <= 4, "{m:?}");
+    assert_eq!(m.waiting, 0, "{m:?}");
+    support::assert_bounds_within(&pool, 0, 4, 16);
+}
