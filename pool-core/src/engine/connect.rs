@@ -283,7 +283,6 @@ impl<M: ManageConnection> Engine<M> {
         // (after its `running` decrement) or a freed slot's (after the
         // `open` decrement), so one of the two sees the other's write.
         fence(Ordering::SeqCst);
-        let limit = self.connect_limit();
         loop {
             // The open count first: it rarely changes, where the stack word
             // behind `is_closed` is written by every checkout and return.
@@ -294,7 +293,10 @@ impl<M: ManageConnection> Engine<M> {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };
-            if !self.connector.claim(limit, || self.demand()) {
+            // The bound only once a connector could start: a full pool (a
+            // caller queueing behind busy connections) returns above
+            // without reading it.
+            if !self.connector.claim(self.connect_limit(), || self.demand()) {
                 return;
             }
             // The models have no runtime: they count the connector instead
