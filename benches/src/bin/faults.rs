@@ -12,8 +12,14 @@
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
 //!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
-//!     [--repeats N] [--connects N] [--reconnects N]
+//!     [--repeats N] [--connects N] [--reconnects N] [--connect-delay-ms N]
 //! ```
+//!
+//! `--connect-delay-ms N` puts every pool behind a TCP proxy on 127.0.0.1
+//! that holds each new connection N ms before forwarding it (the
+//! handshake of a database on another host), while an open connection's
+//! bytes flow at once: a connect then waits on the "network" instead of
+//! being CPU work on the same cores.
 //!
 //! `--connects N` and `--reconnects N` set our pool's
 //! `max_concurrent_connects` and `max_concurrent_reconnects` (default: the
@@ -158,11 +164,13 @@ enum AnyPool {
     Sqlx(sqlx::PgPool),
 }
 
-/// Our pool's connect bounds, when the command line sets them.
+/// What the command line sets for every run: our pool's connect bounds,
+/// and the delaying proxy in front of every pool.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {
     connects: Option<u32>,
     reconnects: Option<u32>,
+    connect_delay: Option<Duration>,
 }
 
 impl AnyPool {
@@ -351,11 +359,24 @@ async fn run(
     timeline: bool,
 ) -> Result<(Figures, Rates), String> {
     let app = format!("faults_{n}");
-    let mut pg = cluster.tcp_config("postgres", "postgres");
-    pg.password(PASSWORD)
+    // Behind the delaying proxy, when asked for; it lives as long as the run.
+    let proxy = match connects.connect_delay {
+        Some(delay) => {
+            let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], cluster.port()));
+            Some(fault_support::proxy::Proxy::with_connect_delay(upstream, delay).await)
+        }
+        None => None,
+    };
+    let port = proxy.as_ref().map_or(cluster.port(), |p| p.addr().port());
+    let mut pg = tokio_postgres::Config::new();
+    pg.host("127.0.0.1")
+        .port(port)
+        .user("postgres")
+        .dbname("postgres")
+        .password(PASSWORD)
         .application_name(&app)
         .connect_timeout(ACQUIRE);
-    let pool = AnyPool::build(kind, pg, cluster.port(), &app, connects).await?;
+    let pool = AnyPool::build(kind, pg, port, &app, connects).await?;
     let sampler = start_sampler(cluster.admin_config(), &app, MAX);
     let states = Arc::new(std::sync::Mutex::new(Vec::new()));
     let state_stop = Arc::new(AtomicBool::new(false));
@@ -610,6 +631,8 @@ async fn main() {
     let connects = Bounds {
         connects: value("--connects").map(|v| v.parse().expect("--connects N")),
         reconnects: value("--reconnects").map(|v| v.parse().expect("--reconnects N")),
+        connect_delay: value("--connect-delay-ms")
+            .map(|v| Duration::from_millis(v.parse().expect("--connect-delay-ms N"))),
     };
     let wanted = |chosen: &Option<Vec<String>>, key: &str| {
         chosen.as_ref().is_none_or(|c| c.iter().any(|k| k == key))
@@ -661,6 +684,13 @@ async fn main() {
     if let Some(n) = connects.reconnects {
         println!();
         println!("Ours with `max_concurrent_reconnects({n})`.");
+    }
+    if let Some(d) = connects.connect_delay {
+        println!();
+        println!(
+            "Every pool behind a proxy holding each new connection {} ms.",
+            d.as_millis()
+        );
     }
     println!();
     println!("| fault | pool | query errors / in flight (killed) | dead handed out after up | first success after up | 90 % throughput after up | ok/s: second before the fault / last second | callers while down: timed out / errors / ok | wait while down (mean / max) | max server sessions |");

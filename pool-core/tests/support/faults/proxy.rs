@@ -10,10 +10,15 @@
 //!
 //! The proxy counts the connections it accepted and the client sockets it
 //! saw closed (EOF or error), also while blackholed.
+//!
+//! [`Proxy::with_connect_delay`] makes every new connection wait before it
+//! reaches the upstream, as a connect over a network does (the handshake's
+//! round trips), while the bytes of an open connection flow at once.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -38,6 +43,12 @@ struct Counts {
 impl Proxy {
     /// Listens on a free 127.0.0.1 port and forwards to `upstream`.
     pub async fn start(upstream: SocketAddr) -> Proxy {
+        Self::with_connect_delay(upstream, Duration::ZERO).await
+    }
+
+    /// [`start`](Self::start), each new connection held `delay` before it
+    /// is forwarded (its first bytes wait; later ones do not).
+    pub async fn with_connect_delay(upstream: SocketAddr, delay: Duration) -> Proxy {
         assert!(
             upstream.ip().is_loopback(),
             "the proxy targets 127.0.0.1 only"
@@ -59,6 +70,9 @@ impl Proxy {
                     let mut wait = state.clone();
                     // A SYN that is not answered: hold until resume.
                     let _ = wait.wait_for(|b| !*b).await;
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
                     let Ok(server) = TcpStream::connect(upstream).await else {
                         counts.client_closed.fetch_add(1, Ordering::Relaxed);
                         return;
