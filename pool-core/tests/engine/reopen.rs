@@ -295,3 +295,40 @@ async fn a_pool_resized_during_an_outage_reopens_to_its_new_size() {
     assert_eq!(m.waiting, 0, "{m:?}");
     support::assert_bounds_within(&pool, 0, 4, 16);
 }
+
+/// A server restart no connect saw fail (it was back before any connect
+/// was tried): every connection is found broken, and their replacements
+/// are opened together, up to the size the pool had.
+#[tokio::test(start_paused = true)]
+async fn connections_found_broken_are_replaced_together() {
+    let mock = Mock::with_connect_delay(CONNECT_MS);
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(12)
+            .acquire_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+    );
+    let before = queue(&pool, 12);
+    served(&pool, 12).await;
+    mock.script.close_all_open();
+    for h in before {
+        drop(h.await.unwrap());
+    }
+    assert_eq!(pool.metrics().total, 0, "every connection was broken");
+    assert_eq!(pool.metrics().creation_error_count, 0, "no connect failed");
+    mock.script.max_connecting.store(0, Ordering::SeqCst);
+    let started = Instant::now();
+    let after = queue(&pool, 12);
+    served(&pool, 12).await;
+    assert!(
+        started.elapsed() <= Duration::from_millis(CONNECT_MS + 15),
+        "twelve replacements in {:?}",
+        started.elapsed()
+    );
+    assert!(mock.script.max_connecting() > 2);
+    for h in after {
+        drop(h.await.unwrap());
+    }
+    support::assert_settled(&pool);
+}
