@@ -19,6 +19,7 @@
 use pool_benches::fake::FakeSpec;
 use pool_benches::pools::floor::FloorPool;
 use pool_benches::pools::noop::Ours;
+use pool_benches::runner::current_thread;
 
 /// Tasks looping at once: each waits behind the others for the one
 /// connection.
@@ -35,11 +36,7 @@ fn main() {
             std::process::exit(2)
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
+    current_thread().block_on(async {
         let spec = FakeSpec::noop(1);
         let pool = if floor {
             Pool::Floor(FloorPool::new(1))

@@ -76,6 +76,29 @@ async fn served(pool: &Pool<Mock>, n: u32) -> (Instant, Instant) {
     panic!("{n} callers not served within 5 s: {:?}", pool.metrics());
 }
 
+/// A lazy pool of twelve whose twelve connections, all in use, are found
+/// broken at their return (the server restarted under them); with
+/// `failing`, connects fail from then on.
+async fn all_found_broken(failing: bool) -> (Mock, Pool<Mock>) {
+    let mock = Mock::with_connect_delay(CONNECT_MS);
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(12)
+            .acquire_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+    );
+    let before = queue(&pool, 12);
+    served(&pool, 12).await;
+    mock.script.set(&mock.script.fail_connect, failing);
+    mock.script.close_all_open();
+    for h in before {
+        drop(h.await.unwrap());
+    }
+    assert_eq!(pool.metrics().total, 0, "every connection was broken");
+    (mock, pool)
+}
+
 /// Sixteen callers queued through an outage are served within about one
 /// connect of the first success, not eight rounds of two connects.
 #[tokio::test(start_paused = true)]
@@ -177,22 +200,7 @@ async fn a_reconnect_bound_below_the_connect_bound_changes_nothing() {
 /// when the server went away, found broken at their return.
 #[tokio::test(start_paused = true)]
 async fn fail_fast_callers_retrying_after_an_outage_are_served_together() {
-    let mock = Mock::with_connect_delay(CONNECT_MS);
-    let pool = Pool::new_lazy(
-        mock.clone(),
-        config(12)
-            .acquire_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap(),
-    );
-    let before = queue(&pool, 12);
-    served(&pool, 12).await;
-    mock.script.set(&mock.script.fail_connect, true);
-    mock.script.close_all_open();
-    for h in before {
-        drop(h.await.unwrap());
-    }
-    assert_eq!(pool.metrics().total, 0, "every connection was broken");
+    let (mock, pool) = all_found_broken(true).await;
     let err = pool.get().await.expect_err("the database is down");
     assert!(err.to_string().contains("connection refused"), "{err}");
     mock.script.set(&mock.script.fail_connect, false);
@@ -301,21 +309,7 @@ async fn a_pool_resized_during_an_outage_reopens_to_its_new_size() {
 /// are opened together, up to the size the pool had.
 #[tokio::test(start_paused = true)]
 async fn connections_found_broken_are_replaced_together() {
-    let mock = Mock::with_connect_delay(CONNECT_MS);
-    let pool = Pool::new_lazy(
-        mock.clone(),
-        config(12)
-            .acquire_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap(),
-    );
-    let before = queue(&pool, 12);
-    served(&pool, 12).await;
-    mock.script.close_all_open();
-    for h in before {
-        drop(h.await.unwrap());
-    }
-    assert_eq!(pool.metrics().total, 0, "every connection was broken");
+    let (mock, pool) = all_found_broken(false).await;
     assert_eq!(pool.metrics().creation_error_count, 0, "no connect failed");
     mock.script.max_connecting.store(0, Ordering::SeqCst);
     let started = Instant::now();
