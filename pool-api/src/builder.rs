@@ -200,9 +200,10 @@ impl PoolConfigBuilder {
     }
 
     /// Bound on simultaneous `connect()` calls, so a burst of demand does not
-    /// become a connection storm. Defaults to 2; must be at least 1. After
-    /// failed connects, [`max_concurrent_reconnects`](Self::max_concurrent_reconnects)
-    /// applies instead while the pool reopens.
+    /// become a connection storm. Defaults to 2; must be at least 1. While
+    /// the pool reopens after an outage,
+    /// [`max_concurrent_reconnects`](Self::max_concurrent_reconnects)
+    /// applies instead.
     pub fn max_concurrent_connects(mut self, n: u32) -> Self {
         self.config.max_concurrent_connects = n;
         self
@@ -211,20 +212,23 @@ impl PoolConfigBuilder {
     /// Bound on simultaneous `connect()` calls while the pool reopens after
     /// the database was unreachable. Defaults to 16; must be at least 1.
     ///
-    /// When a connect succeeds after one or more failed in a row (the
-    /// database restarted, a failover ended, the network came back), the
-    /// pool opens up to this many connections at once, one per caller
-    /// waiting (and the shortfall below `min_size` and `min_idle`), never
-    /// above `max_size`; the larger of this and `max_concurrent_connects`
-    /// applies. It goes back to `max_concurrent_connects` as soon as
-    /// the connects running cover the demand, the pool is full, or a
-    /// connect fails again; connects already in flight finish, and no new
-    /// one starts above that bound. So the callers queued through an
-    /// outage are served about one connect's time after the database is
-    /// back (deadpool and bb8 open one connection per waiting caller),
-    /// where two at a time would take a round of connects per two
-    /// callers. Set it to 1 (or to `max_concurrent_connects`) to reopen at
-    /// the usual pace.
+    /// Each failure the pool sees (a failed connect, a connection found
+    /// broken, a failed check) records its size then: connections open
+    /// plus callers waiting, the largest since it last got back to it.
+    /// While the pool is below that size and connects succeed (the
+    /// database restarted, a failover ended, the network came back), it
+    /// opens up to this many connections at once, one per caller waiting
+    /// (and the shortfall below `min_size` and `min_idle`), never more
+    /// than it is short of that size nor above `max_size`; the larger of
+    /// this and `max_concurrent_connects` applies. Once the pool is back to
+    /// that size, and while connects keep failing, `max_concurrent_connects`
+    /// applies again: connects already in flight finish, and no new one
+    /// starts above it. A connect refused for capacity ends the reopening.
+    /// So the callers queued through an outage are served about one
+    /// connect's time after the database is back (deadpool and bb8 open
+    /// one connection per waiting caller), where two at a time would take
+    /// a round of connects per two callers. Set it to 1 (or to
+    /// `max_concurrent_connects`) to reopen at the usual pace.
     pub fn max_concurrent_reconnects(mut self, n: u32) -> Self {
         self.config.max_concurrent_reconnects = n;
         self

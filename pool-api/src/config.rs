@@ -223,9 +223,10 @@ impl PoolConfig {
     pub fn max_concurrent_connects(&self) -> u32 {
         self.max_concurrent_connects
     }
-    /// Bound on simultaneous `connect()` calls while the pool reopens its
-    /// connections after failed connects (the database came back); the
-    /// larger of this and `max_concurrent_connects` applies then.
+    /// Bound on simultaneous `connect()` calls while the pool reopens after
+    /// an outage (below its size when failures were seen, with connects
+    /// succeeding again); the larger of this and `max_concurrent_connects`
+    /// applies then.
     pub fn max_concurrent_reconnects(&self) -> u32 {
         self.max_concurrent_reconnects
     }

@@ -59,8 +59,7 @@ pub trait ManageConnection: Send + Sync + 'static {
     ///
     /// The pool bounds each call by `connect_timeout` and never runs more
     /// than `max_concurrent_connects` of them at once (the larger of it
-    /// and `max_concurrent_reconnects` while it reopens after failed
-    /// connects).
+    /// and `max_concurrent_reconnects` while it reopens after an outage).
     async fn connect(&self) -> Result<Self::Connection, Self::Error>;
 
     /// Liveness check used by [`ValidationMode::IsValid`](crate::ValidationMode::IsValid)

@@ -26,7 +26,7 @@
 //!   the pool last got back to it); while the pool is below it and connects
 //!   succeed, connectors may run up to `max_concurrent_reconnects` at once,
 //!   so the callers of an outage are served together
-//!   ([`Health::reopening`], [`Health::reopened`]).
+//!   ([`Health::reopen_gap`], [`Health::reopened`]).
 
 use std::any::Any;
 use std::error::Error;

@@ -57,18 +57,18 @@
 //! them a round of connects per two callers. So each failure seen (a
 //! failed connect, a connection found broken, a failed check) records the
 //! pool's size then: connections open (idle or in use) plus callers
-//! waiting, the largest
-//! since the pool last got back to it (`Health::saw_failure`). While the
-//! pool is below that size and the last connect succeeded, connectors may
-//! run up to the larger of `max_concurrent_connects` and
-//! `max_concurrent_reconnects` at once, never more than the gap
-//! ([`Engine::connect_limit`]); the connector whose connect ends the failures
-//! wakes the others out of their back-off and asks for connectors at once
-//! for the rest of the demand. Connectors still
-//! only run for callers waiting (and `min_size`, `min_idle`), within
-//! `max_size`. Once the pool is back to that size (or full) the reopening
-//! is over, and a connector above `max_concurrent_connects` stops before
-//! its next connect. While connects fail, the usual bound paces them.
+//! waiting, the largest since the pool last got back to it
+//! (`Engine::saw_failure`). While the pool is below that size and the last
+//! connect succeeded, connectors may run up to the larger of
+//! `max_concurrent_connects` and `max_concurrent_reconnects` at once, never
+//! more than the gap nor the free slots ([`Engine::connect_limit`]); the
+//! connector whose connect ends the failures wakes the others out of their
+//! back-off and asks for connectors at once for the rest of the demand.
+//! Connectors still only run for callers waiting (and `min_size`,
+//! `min_idle`), within `max_size`. Once the pool is back to that size (or
+//! full) the reopening is over, and a connector above
+//! `max_concurrent_connects` stops before its next connect. While connects
+//! fail, the usual bound paces them; a capacity refusal ends the reopening.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
