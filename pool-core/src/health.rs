@@ -26,7 +26,7 @@
 //!   the pool last got back to it); while the pool is below it and connects
 //!   succeed, connectors may run up to `max_concurrent_reconnects` at once,
 //!   so the callers of an outage are served together
-//!   ([`Health::reopen_gap`], [`Health::reopened`]).
+//!   ([`Health::reopen_target`], [`Health::reopened`]).
 
 use std::any::Any;
 use std::error::Error;
@@ -328,17 +328,19 @@ impl<E> Health<E> {
         clear(&self.failed_in_a_row);
     }
 
-    /// How far the pool, with `open` connections (being opened included),
-    /// is below the size it had or was asked for when failures were seen;
-    /// 0 while connects still fail (the usual bound paces the attempts
-    /// then) or when it is not.
+    /// The size the pool reopens to: what it had or was asked for when
+    /// failures were seen, until it is back to it; 0 when there is none,
+    /// and while connects still fail (the usual bound paces the attempts
+    /// then). Two loads in the common case of no failure seen: the second
+    /// only when there is a size to reopen to.
     #[inline]
-    pub(crate) fn reopen_gap(&self, open: u32) -> u32 {
+    pub(crate) fn reopen_target(&self) -> u32 {
         // Relaxed: hints (see the fields).
-        if self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
+        let to = self.reopen_to.load(Ordering::Relaxed);
+        if to == 0 || self.failed_in_a_row.load(Ordering::Relaxed) != 0 {
             return 0;
         }
-        self.reopen_to.load(Ordering::Relaxed).saturating_sub(open)
+        to
     }
 
     /// The pool has `open` connections, or `full`: the reopening is over
@@ -424,25 +426,27 @@ mod tests {
     fn the_pool_reopens_to_its_size_at_the_failures_while_connects_succeed() {
         let h: Health<std::io::Error> = Health::new();
         let now = Clock::new().now();
-        assert_eq!(h.reopen_gap(0), 0, "no failure seen: no reopening");
+        // How far a pool with `open` connections is short of the size.
+        let gap = |open: u32| h.reopen_target().saturating_sub(open);
+        assert_eq!(gap(0), 0, "no failure seen: no reopening");
         h.saw_failure(now, 12);
         h.saw_failure(now, 3);
         assert_eq!(h.count_failure(), 1);
-        assert_eq!(h.reopen_gap(0), 0, "connects still fail: the usual pace");
+        assert_eq!(gap(0), 0, "connects still fail: the usual pace");
         h.count_success();
-        assert_eq!(h.reopen_gap(0), 12, "the largest size seen is kept");
-        assert_eq!(h.reopen_gap(11), 1);
+        assert_eq!(gap(0), 12, "the largest size seen is kept");
+        assert_eq!(gap(11), 1);
         h.reopened(11, false);
-        assert_eq!(h.reopen_gap(11), 1, "not there yet");
+        assert_eq!(gap(11), 1, "not there yet");
         h.reopened(12, false);
-        assert_eq!(h.reopen_gap(0), 0, "back to its size: over");
+        assert_eq!(gap(0), 0, "back to its size: over");
         h.saw_failure(now, 8);
-        assert_eq!(h.reopen_gap(2), 6);
+        assert_eq!(gap(2), 6);
         h.reopened(2, true);
-        assert_eq!(h.reopen_gap(2), 0, "a full pool has nothing to reopen");
+        assert_eq!(gap(2), 0, "a full pool has nothing to reopen");
         h.saw_failure(now, 8);
         h.end_reopening();
-        assert_eq!(h.reopen_gap(0), 0);
+        assert_eq!(gap(0), 0);
     }
 
     #[test]

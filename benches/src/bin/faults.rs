@@ -368,12 +368,8 @@ async fn run(
         None => None,
     };
     let port = proxy.as_ref().map_or(cluster.port(), |p| p.addr().port());
-    let mut pg = tokio_postgres::Config::new();
-    pg.host("127.0.0.1")
-        .port(port)
-        .user("postgres")
-        .dbname("postgres")
-        .password(PASSWORD)
+    let mut pg = cluster::tcp_config_at(port, "postgres", "postgres");
+    pg.password(PASSWORD)
         .application_name(&app)
         .connect_timeout(ACQUIRE);
     let pool = AnyPool::build(kind, pg, port, &app, connects).await?;

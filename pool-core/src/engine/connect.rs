@@ -247,19 +247,21 @@ impl<M: ManageConnection> Engine<M> {
     #[inline]
     pub(crate) fn connect_limit(&self) -> u32 {
         let limit = self.config.max_concurrent_connects();
+        // No reopening (the common case): no count read beyond the
+        // health's own.
+        let target = self.health.reopen_target();
+        if target == 0 {
+            return limit;
+        }
         // The connections open apart from the connectors' own: each
         // connector holds at most one slot reserved, and the bound is on
         // connectors, so the gap is counted from what they do not hold.
         let open = self.slots.open().saturating_sub(self.connector.running());
         // Never more than the free slots: a pool resized below its size at
         // the failures reopens to its new `max_size`.
-        let gap = self
-            .health
-            .reopen_gap(open)
+        let gap = target
+            .saturating_sub(open)
             .min(self.slots.limit().saturating_sub(open));
-        if gap == 0 {
-            return limit;
-        }
         limit.max(gap.min(self.config.max_concurrent_reconnects()))
     }
 
@@ -486,7 +488,7 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 // outage are not served two connects at a time; over once
                 // the pool is back to its size.
                 let open = shared.slots.open();
-                if shared.health.reopen_gap(open) != 0 {
+                if open < shared.health.reopen_target() {
                     shared.health.wake_all_pacing();
                     shared.request_connections();
                 }

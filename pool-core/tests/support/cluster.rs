@@ -287,12 +287,7 @@ impl Cluster {
 
     /// Connection settings for `user` over TCP (a password is required).
     pub fn tcp_config(&self, user: &str, dbname: &str) -> tokio_postgres::Config {
-        let mut c = tokio_postgres::Config::new();
-        c.host("127.0.0.1")
-            .port(self.port)
-            .user(user)
-            .dbname(dbname);
-        c
+        tcp_config_at(self.port, user, dbname)
     }
 
     /// A superuser client over the unix socket, its connection driven on the
@@ -433,4 +428,12 @@ fn chown_to_postgres(dir: &Path) {
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "chown {} to the postgres user", dir.display());
+}
+
+/// A TCP config for `user` on `dbname` at 127.0.0.1:`port` (the cluster's
+/// own port, or a proxy's in front of it).
+pub fn tcp_config_at(port: u16, user: &str, dbname: &str) -> tokio_postgres::Config {
+    let mut c = tokio_postgres::Config::new();
+    c.host("127.0.0.1").port(port).user(user).dbname(dbname);
+    c
 }
