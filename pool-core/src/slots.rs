@@ -258,11 +258,12 @@ impl<C> Slots<C> {
         self.open.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Pops an idle connection, counted in use.
-    #[inline]
+    /// [`pop_held`](Self::pop_held), taken out of the slot (the tests'
+    /// shorthand).
+    #[cfg(test)]
     pub(crate) fn pop_idle(&self) -> Popped<Occupied<C>> {
-        match self.idle.pop(&self.links) {
-            Popped::Node(index) => Popped::Node(self.take_in_use(index)),
+        match self.pop_held() {
+            Popped::Node(h) => Popped::Node(self.take_held(h)),
             Popped::Empty => Popped::Empty,
             Popped::Waiters => Popped::Waiters,
             Popped::Closed => Popped::Closed,
@@ -342,23 +343,12 @@ impl<C> Slots<C> {
         self.get(h.0)
     }
 
-    /// Parks a connection on the idle stack, marked idle. Refused while
-    /// callers wait or once closed: the connection comes back with why.
-    #[inline]
+    /// [`push_held`](Self::push_held) of a connection put back in its
+    /// slot (the tests' shorthand); a refused one comes back out of it.
+    #[cfg(test)]
     pub(crate) fn push_idle(&self, h: Occupied<C>) -> Result<(), (PushRefused, Occupied<C>)> {
-        let Occupied { index, entry } = h;
-        // Marked idle before the push: once pushed, the slot is someone
-        // else's to mark.
-        self.get(index).set(State::Idle);
-        // SAFETY: the `Occupied` owned `index`; it becomes the stack's only
-        // on a successful push.
-        unsafe { self.put(index, entry) };
-        match self.idle.push(&self.links, index) {
-            Ok(()) => Ok(()),
-            // SAFETY: the push failed, so we still own `index` and undo our
-            // put.
-            Err(refused) => Err((refused, unsafe { self.take(index) })),
-        }
+        self.push_held(self.hold(h))
+            .map_err(|(why, back)| (why, self.take_held(back)))
     }
 
     /// Marks callers as waiting on the idle stack (with the waiter queue
@@ -367,7 +357,7 @@ impl<C> Slots<C> {
     /// for the first caller to queue, parked in place (`claim_parked`;
     /// `counted` says whether it carried a count of the pool, now the
     /// caller's), or reports it closed.
-    pub(crate) fn mark_waiting(&self) -> Result<(), (Popped<Occupied<C>>, bool)> {
+    pub(crate) fn mark_waiting(&self) -> Result<(), (Popped<Held>, bool)> {
         // Under the queue's lock the bit is set only here and cleared only
         // when the queue empties, so it is exact: clear means this caller
         // is the first to queue.
@@ -379,12 +369,15 @@ impl<C> Slots<C> {
                 // it came with a count of the pool (`slots/parked.rs`).
                 Some((h, counted)) => {
                     self.idle.clear_waiters();
-                    Err((Popped::Node(h), counted))
+                    Err((Popped::Node(self.hold(h)), counted))
                 }
                 None => Ok(()),
             },
             Ok(()) => Ok(()),
-            Err(Popped::Node(index)) => Err((Popped::Node(self.take_in_use(index)), false)),
+            Err(Popped::Node(index)) => {
+                self.get(index).set(State::InUse);
+                Err((Popped::Node(Held(index)), false))
+            }
             Err(_) => Err((Popped::Closed, false)),
         }
     }
@@ -471,15 +464,6 @@ impl<C> Slots<C> {
         &self.slots[usize::from(index)]
     }
 
-    /// Takes the connection out of a slot just popped, counted in use.
-    fn take_in_use(&self, index: u16) -> Occupied<C> {
-        // SAFETY: the pop (or registration) that produced `index` made us its
-        // owner.
-        let h = unsafe { self.take(index) };
-        self.get(index).set(State::InUse);
-        h
-    }
-
     /// Stores an idle connection in its slot before the index is pushed.
     ///
     /// # Safety
@@ -487,7 +471,9 @@ impl<C> Slots<C> {
     /// The caller owns `index` (reserved or popped it, has not pushed it).
     unsafe fn put(&self, index: u16, entry: Entry<C>) {
         // SAFETY: the caller owns the slot, so no other thread accesses the
-        // cell until the Release push that follows publishes it.
+        // cell until a Release that passes the slot on publishes it: the
+        // idle stack's push, or a handoff's store of `READY` in the waiter
+        // queue (`waiters.rs`).
         self.get(index).entry.with_mut(|e| unsafe {
             debug_assert!((*e).is_none(), "slot {index} already holds a connection");
             *e = Some(entry);
@@ -501,8 +487,9 @@ impl<C> Slots<C> {
     /// The caller owns `index` (popped it, took its chain, or is undoing
     /// its own `put`).
     unsafe fn take(&self, index: u16) -> Occupied<C> {
-        // SAFETY: the caller owns the slot; the Acquire pop that gave it
-        // ownership made the pusher's write visible.
+        // SAFETY: the caller owns the slot; the Acquire that gave it
+        // ownership (the stack's pop, or the waiter's load of `READY`)
+        // made the previous owner's writes visible.
         let entry = self.get(index).entry.with_mut(|e| unsafe { (*e).take() });
         match entry {
             Some(entry) => Occupied { index, entry },
@@ -516,7 +503,10 @@ impl<C> Slots<C> {
 // SAFETY: an `Entry<C>` is only ever accessed by the slot's single owner (the
 // rule on `Slot::entry`), and moving a `C: Send` between threads is sound.
 // `Slots` itself never gives two threads a `&C` at once: `entry` and
-// `entry_mut` need the slot's `Held` token, which one owner holds. The one
+// `entry_mut` need the slot's `Held` token, which one owner holds; a
+// token handed to a waiter passes through the waiter queue's node, whose
+// Release store and Acquire load of the node's state order the previous
+// owner's last touch of the entry before the waiter's first. The one
 // path that can share a `&C` between threads is a `&PooledConnection`
 // (its `Deref`), and the guard carries a `PhantomData<C>` so that it is
 // `Sync` only when `C: Sync`; `retain` runs its predicate on the caller's
@@ -637,7 +627,7 @@ mod tests {
             s.push_idle(h).unwrap();
         }
         assert!(
-            matches!(s.mark_waiting(), Err((Popped::Node(h), false)) if h.entry.conn == 0),
+            matches!(s.mark_waiting(), Err((Popped::Node(ref h), false)) if s.entry(h).conn == 0),
             "a waiter finds the top connection instead of queuing"
         );
     }

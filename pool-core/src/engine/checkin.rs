@@ -292,9 +292,10 @@ impl<M: ManageConnection> Engine<M> {
         None
     }
 
-    /// [`deliver`](Self::deliver) for a connection still in its slot: with
-    /// nobody waiting, it is parked without moving. `Some(index)` when
-    /// parked for this thread, to be published (`park_returned`).
+    /// [`deliver_in_place`](Self::deliver_in_place) for a returned
+    /// connection: with nobody waiting, it is parked without moving.
+    /// `Some(index)` when parked for this thread, to be published
+    /// (`park_returned`).
     #[inline]
     fn deliver_held(self: &Arc<Self>, held: Held) -> Option<u16> {
         let slots = &self.slots;
@@ -311,46 +312,54 @@ impl<M: ManageConnection> Engine<M> {
                     self.evict(slots.take_held(back), Reason::Closed);
                 }
                 // Callers queued since the check: hand it over.
-                Err((PushRefused::Waiters, back)) => self.deliver(slots.take_held(back)),
+                Err((PushRefused::Waiters, back)) => self.deliver_in_place(back),
             }
             return None;
         }
-        self.deliver(slots.take_held(held));
+        self.deliver_in_place(held);
         None
     }
 
     /// Puts a connection the caller owns back in service: to the longest
     /// waiter, else on top of the idle stack. Lock-free unless someone is
     /// waiting.
-    pub(crate) fn deliver(self: &Arc<Self>, mut h: Occupied<M::Connection>) {
+    pub(crate) fn deliver(self: &Arc<Self>, h: Occupied<M::Connection>) {
+        self.deliver_in_place(self.slots.hold(h));
+    }
+
+    /// [`deliver`](Self::deliver) for a connection in its slot, which it
+    /// never leaves: a waiter is handed the slot's token.
+    pub(crate) fn deliver_in_place(self: &Arc<Self>, mut held: Held) {
         let slots = &self.slots;
         // Above the bound after `Pool::resize` shrank it: retire it.
         if slots.over_limit() {
-            return self.evict(h, Reason::SoftEvict);
+            return self.evict(slots.take_held(held), Reason::SoftEvict);
         }
         loop {
             // Callers queued (the bit is only a hint here; `offer` decides
             // under the queue's lock): hand the connection straight over,
-            // without parking it in the slot and taking it back.
+            // without parking it on the stack and taking it back.
             if slots.has_waiters() {
                 // Marked in use before the waiter can see it; a returned
                 // connection already is, and its slot's line stays clean.
-                slots.slot(&h).mark(State::InUse);
-                match self.waiters.offer(|| slots.clear_waiting(), h) {
+                slots.held_slot(&held).mark(State::InUse);
+                match self.waiters.offer(|| slots.clear_waiting(), held) {
                     Ok(()) => return,
                     // The queue emptied meanwhile and the bit is cleared.
-                    Err(back) => h = back,
+                    Err(back) => held = back,
                 }
             }
             // Going idle: whoever takes it next did not ask for it to be
             // opened, and checks it as any idle connection.
-            h.entry.from_connect = false;
-            match slots.push_idle(h) {
+            slots.entry_mut(&mut held).from_connect = false;
+            match slots.push_held(held) {
                 Ok(()) => return,
-                Err((PushRefused::Closed, back)) => return self.evict(back, Reason::Closed),
+                Err((PushRefused::Closed, back)) => {
+                    return self.evict(slots.take_held(back), Reason::Closed)
+                }
                 // Refused for waiters that queued since the check: loop to
                 // hand it over.
-                Err((PushRefused::Waiters, back)) => h = back,
+                Err((PushRefused::Waiters, back)) => held = back,
             }
         }
     }

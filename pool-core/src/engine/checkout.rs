@@ -14,22 +14,24 @@ use std::time::Duration;
 
 use pool_api::{ManageConnection, PoolError, TimeoutPhase};
 
-use super::checks::Refused;
+use super::checks::{Refused, Vetted};
 use super::{Engine, PooledConnection};
 use crate::clock::Stamp;
 use crate::index_stack::{Popped, CLOSED, WAITERS};
-use crate::slots::{Held, Occupied};
+use crate::slots::Held;
 use crate::stats::Reason;
 use crate::waiters::{Handed, WaitHost, Waiter, WaiterQueue};
 
 /// A waiter queues in the pool's queue, asks for connections once queued,
-/// and passes on a connection it was handed but left without.
-impl<M: ManageConnection> WaitHost<Occupied<M::Connection>> for Arc<Engine<M>> {
-    fn queue(&self) -> &WaiterQueue<Occupied<M::Connection>> {
+/// and passes on a connection it was handed but left without. What is
+/// handed over is the slot's `Held` token: the connection stays in its
+/// slot from the return (or the connect) to the waiter's guard.
+impl<M: ManageConnection> WaitHost<Held> for Arc<Engine<M>> {
+    fn queue(&self) -> &WaiterQueue<Held> {
         &self.waiters
     }
 
-    fn flag_waiting(&self) -> Result<(), Handed<Occupied<M::Connection>>> {
+    fn flag_waiting(&self) -> Result<(), Handed<Held>> {
         match self.slots.mark_waiting() {
             Ok(()) => Ok(()),
             Err((Popped::Node(h), counted)) => {
@@ -52,8 +54,8 @@ impl<M: ManageConnection> WaitHost<Occupied<M::Connection>> for Arc<Engine<M>> {
         self.request_connections();
     }
 
-    fn orphaned(&self, h: Occupied<M::Connection>) {
-        self.deliver(h);
+    fn orphaned(&self, h: Held) {
+        self.deliver_in_place(h);
     }
 }
 
@@ -121,7 +123,7 @@ impl<M: ManageConnection> Engine<M> {
             return (Popped::Closed, None);
         }
         if flags & WAITERS != 0 {
-            self.deliver(slots.take_held(held));
+            self.deliver_in_place(held);
             return (Popped::Waiters, None);
         }
         (Popped::Node(held), lease)
@@ -129,8 +131,8 @@ impl<M: ManageConnection> Engine<M> {
 
     /// Pops an idle connection, counted in use.
     #[inline]
-    fn pop_for_handoff(&self) -> Result<Option<Occupied<M::Connection>>, PoolError<M::Error>> {
-        match self.slots.pop_idle() {
+    fn pop_for_handoff(&self) -> Result<Option<Held>, PoolError<M::Error>> {
+        match self.slots.pop_held() {
             Popped::Node(h) => Ok(Some(h)),
             Popped::Empty | Popped::Waiters => Ok(None),
             Popped::Closed => Err(PoolError::Closed),
@@ -142,7 +144,7 @@ impl<M: ManageConnection> Engine<M> {
         self: &Arc<Self>,
         started: Stamp,
         deadline: Option<Stamp>,
-    ) -> Result<Occupied<M::Connection>, PoolError<M::Error>> {
+    ) -> Result<Held, PoolError<M::Error>> {
         self.ensure_housekeeper();
         loop {
             // Connects are failing and a connector sleeps out its
@@ -230,7 +232,7 @@ impl<M: ManageConnection> Engine<M> {
                 };
                 let entry = slots.entry(&held);
                 if self.needs_check(entry, now) {
-                    break Some(slots.take_held(held));
+                    break Some(held);
                 }
                 slots.held_slot(&held).count_checkout();
                 return Ok(self.hand_out(held, now, site, lease));
@@ -266,7 +268,7 @@ impl<M: ManageConnection> Engine<M> {
     async fn acquire_slow(
         self: &Arc<Self>,
         start: Stamp,
-        mut popped: Option<Occupied<M::Connection>>,
+        mut popped: Option<Held>,
         timeout: Duration,
         site: &'static Location<'static>,
     ) -> Result<PooledConnection<M>, PoolError<M::Error>> {
@@ -291,17 +293,22 @@ impl<M: ManageConnection> Engine<M> {
             let Some(handoff) = self.shelve_if_suspended(handoff) else {
                 continue;
             };
-            match self
-                .check_handoff(handoff, start, now, deadline, site)
-                .await
-            {
-                Ok(conn) => return Ok(conn),
-                Err(Refused::Retry) => {
-                    now = self.clock.now();
-                    popped = self.pop_for_handoff()?;
+            // The checks that need no waiting first, without an `await`:
+            // the common handoff ends there.
+            let due = match self.vet_handoff(handoff, start, now, site) {
+                Vetted::Out(conn) => return Ok(conn),
+                Vetted::Retry => None,
+                Vetted::Due(held) => Some(held),
+            };
+            if let Some(held) = due {
+                match self.check_handoff(held, start, now, deadline, site).await {
+                    Ok(conn) => return Ok(conn),
+                    Err(Refused::Retry) => {}
+                    Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
                 }
-                Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
             }
+            now = self.clock.now();
+            popped = self.pop_for_handoff()?;
         }
     }
 
@@ -309,7 +316,7 @@ impl<M: ManageConnection> Engine<M> {
     /// (`slow_acquire_threshold`), and makes its guard.
     pub(super) fn handed_out_after_wait(
         self: &Arc<Self>,
-        h: Occupied<M::Connection>,
+        held: Held,
         start: Stamp,
         now: Stamp,
         site: &'static Location<'static>,
@@ -323,7 +330,7 @@ impl<M: ManageConnection> Engine<M> {
         {
             self.warn_slow_acquire(waited, site, now);
         }
-        self.hand_out(self.slots.hold(h), now, site, None)
+        self.hand_out(held, now, site, None)
     }
 
     /// The slow-acquire WARN: the wait, the caller, and who held the

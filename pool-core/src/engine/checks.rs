@@ -1,11 +1,12 @@
 //! The checkout checks: what a connection goes through between leaving
 //! the idle set and reaching a caller. On the fast path, expiry and
 //! `has_broken` (`check_not_broken`), and whether anything slower is due
-//! (`needs_check`); on the slow path, `check_handoff`: a connection opened
-//! for this caller is handed over as it is, any other is vetted by the
-//! `before_acquire` hook and, when due, `is_valid` (`run_checks`), within
-//! `validation_timeout` and the caller's deadline, while a `Floating`
-//! holds it (closing it if the caller gives up).
+//! (`needs_check`); on the slow path, `vet_handoff`: a connection opened
+//! for this caller is handed over as it is, any other gets the fast
+//! path's checks, and one that needs more goes to `check_handoff`, which
+//! shows it to the `before_acquire` hook and, when due, `is_valid`
+//! (`run_checks`), within `validation_timeout` and the caller's deadline,
+//! while a `Floating` holds it (closing it if the caller gives up).
 
 use std::panic::{resume_unwind, Location};
 use std::sync::Arc;
@@ -17,8 +18,19 @@ use tokio::time::Instant;
 use super::in_flight::Floating;
 use super::{Engine, PooledConnection};
 use crate::clock::Stamp;
-use crate::slots::{Entry, Held, Occupied};
+use crate::slots::{Entry, Held};
 use crate::stats::Reason;
+
+/// What [`Engine::vet_handoff`] made of a connection handed to a waiter.
+pub(super) enum Vetted<M: ManageConnection> {
+    /// It passed: the caller's guard.
+    Out(PooledConnection<M>),
+    /// It was unusable and closed; try another.
+    Retry,
+    /// It is due for the `before_acquire` hook or validation
+    /// ([`Engine::check_handoff`]).
+    Due(Held),
+}
 
 /// Why a checkout attempt did not produce a connection.
 pub(super) enum Refused {
@@ -73,18 +85,23 @@ impl<M: ManageConnection> Engine<M> {
             }
         }
     }
-    /// Checks a connection about to be handed out on the slow path.
-    pub(super) async fn check_handoff(
+    /// The checks of a connection handed to a waiter that need no
+    /// waiting: expiry, whether it was opened for this caller, and
+    /// `has_broken`. A connection that passes them and needs nothing
+    /// slower becomes the caller's guard at once, without an `await`.
+    #[inline]
+    pub(super) fn vet_handoff(
         self: &Arc<Self>,
-        h: Occupied<M::Connection>,
+        held: Held,
         start: Stamp,
         now: Stamp,
-        deadline: Option<Stamp>,
         site: &'static Location<'static>,
-    ) -> Result<PooledConnection<M>, Refused> {
-        if let Some(reason) = self.expired(&h.entry, now) {
-            self.evict(h, reason);
-            return Err(Refused::Retry);
+    ) -> Vetted<M> {
+        let slots = &self.slots;
+        let entry = slots.entry(&held);
+        if let Some(reason) = self.expired(entry, now) {
+            self.evict(slots.take_held(held), reason);
+            return Vetted::Retry;
         }
         // Opened for this caller (or for a caller who left it to this
         // one) and never idle: handed out as is. `has_broken`, validation
@@ -92,30 +109,43 @@ impl<M: ManageConnection> Engine<M> {
         // waited; asking them here threw away connections nobody had
         // touched (a manager whose `has_broken` says true after first use
         // left every caller waiting out its timeout).
-        if h.entry.from_connect {
-            self.health
-                .count_check(&self.clock, h.entry.created_at, true);
-            return Ok(self.handed_out_after_wait(h, start, now, site));
+        if entry.from_connect {
+            self.health.count_check(&self.clock, entry.created_at, true);
+            return Vetted::Out(self.handed_out_after_wait(held, start, now, site));
         }
-        // The same check as the fast path's, through the slot (a move in
-        // and out of it, on the slow path only).
-        let Some(held) = self.check_not_broken(self.slots.hold(h), now) else {
-            return Err(Refused::Retry);
+        // The same check as the fast path's.
+        let Some(held) = self.check_not_broken(held, now) else {
+            return Vetted::Retry;
         };
-        let h = self.slots.take_held(held);
-        if !self.needs_check(&h.entry, now) {
-            self.health
-                .count_check(&self.clock, h.entry.created_at, true);
-            return Ok(self.handed_out_after_wait(h, start, now, site));
+        let entry = slots.entry(&held);
+        if self.needs_check(entry, now) {
+            return Vetted::Due(held);
         }
-        let created_at = h.entry.created_at;
-        let idle_for = h.entry.idle_for(now);
+        self.health.count_check(&self.clock, entry.created_at, true);
+        Vetted::Out(self.handed_out_after_wait(held, start, now, site))
+    }
+
+    /// The checks of a connection [`vet_handoff`](Self::vet_handoff) found
+    /// due for the `before_acquire` hook or validation, while a `Floating`
+    /// holds it.
+    pub(super) async fn check_handoff(
+        self: &Arc<Self>,
+        held: Held,
+        start: Stamp,
+        now: Stamp,
+        deadline: Option<Stamp>,
+        site: &'static Location<'static>,
+    ) -> Result<PooledConnection<M>, Refused> {
+        let slots = &self.slots;
+        let entry = slots.entry(&held);
+        let created_at = entry.created_at;
+        let idle_for = entry.idle_for(now);
         // Opened moments ago and never checked out: its connect just
         // showed it works (the hook may still be why it is here).
-        let validate = self.validation_due(&h.entry, now) && !is_fresh(&h.entry, now);
+        let validate = self.validation_due(entry, now) && !is_fresh(entry, now);
         // In flight until checked: dropping it (a cancelled `get()`) closes
         // the connection, which may be mid-ping.
-        let mut conn = Floating::new(self.clone(), h, Reason::Validation);
+        let mut conn = Floating::new(self.clone(), slots.take_held(held), Reason::Validation);
         // The checks run on tokio timers: the limit is a tokio instant.
         let allowed = match deadline {
             Some(d) => self.config.validation_timeout().min(d.since(now)),
@@ -129,7 +159,8 @@ impl<M: ManageConnection> Engine<M> {
             .count_check(&self.clock, created_at, checked.is_ok());
         checked?;
         let now = self.clock.now();
-        Ok(self.handed_out_after_wait(conn.land(), start, now, site))
+        let held = slots.hold(conn.land());
+        Ok(self.handed_out_after_wait(held, start, now, site))
     }
     /// Validation (when due) and the `before_acquire` hook, within `limit`;
     /// a refusal drops `conn`, which closes it.

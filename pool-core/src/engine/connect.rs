@@ -486,7 +486,11 @@ async fn open_while_wanted<M: ManageConnection>(shared: &Arc<Engine<M>>) {
                 // Reopening: connectors for the rest of the demand at once,
                 // within the larger bound, so the callers queued through an
                 // outage are not served two connects at a time; over once
-                // the pool is back to its size.
+                // the pool is back to its size. `open` counts the slots
+                // the other connectors reserved: their connects are under
+                // way for the same gap, so the size is reached once they
+                // finish, and none more is wanted for it; one that fails
+                // is a failure seen, which records the size again.
                 let open = shared.slots.open();
                 if open < shared.health.reopen_target() {
                     shared.health.wake_all_pacing();

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::Engine;
 use crate::health::OpenError;
-use crate::slots::{Entry, Occupied, State, Vacant};
+use crate::slots::{Entry, Held, Occupied, State, Vacant};
 use crate::stats::Reason;
 use crate::suspend::Shelved;
 use crate::sync::{fence, Ordering};
@@ -252,17 +252,25 @@ impl<M: ManageConnection> Engine<M> {
     /// A connection a waiter got: returned to use it, or, while suspended,
     /// shelved (`None`, marked idle), and the waiter waits again. After
     /// close it is closed (`None`; the waiter then finds the pool closed).
-    pub(crate) fn shelve_if_suspended(
-        self: &Arc<Self>,
-        h: Occupied<M::Connection>,
-    ) -> Option<Occupied<M::Connection>> {
+    #[inline]
+    pub(crate) fn shelve_if_suspended(self: &Arc<Self>, held: Held) -> Option<Held> {
+        // Not suspended (the common case): the connection stays in its
+        // slot. `shelve` decides again under its lock.
+        if !self.is_suspended() {
+            return Some(held);
+        }
+        self.shelve_suspended(self.slots.take_held(held))
+    }
+
+    #[cold]
+    fn shelve_suspended(self: &Arc<Self>, h: Occupied<M::Connection>) -> Option<Held> {
         let shelved = self.suspension.shelve(
             h,
             || !self.is_closed(),
             |h| self.slots.slot(h).set(State::Idle),
         );
         match shelved {
-            Shelved::No(h) => Some(h),
+            Shelved::No(h) => Some(self.slots.hold(h)),
             Shelved::Yes => None,
             Shelved::Refused(h) => {
                 self.evict(h, Reason::Closed);

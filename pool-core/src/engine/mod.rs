@@ -108,7 +108,9 @@
 //! node that lives in its own future into the waiter queue (no allocation)
 //! and sets the stack's `WAITERS` bit in the same word as its head. While
 //! the bit is set a return cannot push: it hands its connection to the
-//! longest waiter under the queue's lock, and newcomers queue behind.
+//! longest waiter under the queue's lock, and newcomers queue behind. The
+//! connection stays in its slot: what the waiter is handed is the slot's
+//! `Held` token, as a guard holds it.
 //! Waiters are woken by that handoff, never by polling. Their deadlines are
 //! kept by one sweeper task per pool (`engine/sweeper.rs`), not a timer per waiter.
 //!
@@ -167,7 +169,7 @@ use tokio::sync::Notify;
 use crate::clock::{Clock, Stamp};
 use crate::health::Health;
 use crate::slots::leak::Leak;
-use crate::slots::{Entry, Occupied, Slots};
+use crate::slots::{Entry, Held, Occupied, Slots};
 use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -188,7 +190,7 @@ pub(crate) struct Engine<M: ManageConnection> {
     /// This pool's identity in the threads' lists of parked connections
     /// (`affinity.rs`).
     affinity: crate::affinity::Affinity,
-    waiters: WaiterQueue<Occupied<M::Connection>>,
+    waiters: WaiterQueue<Held>,
     sweeper: Sweeper,
     connector: Connector,
     housekeeper: Housekeeper,

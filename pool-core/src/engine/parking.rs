@@ -70,7 +70,7 @@ impl<M: ManageConnection> Engine<M> {
                 // release. `self` is the returning guard's own count, so
                 // this never frees the pool under us.
                 self.release_parked_counts(usize::from(counted));
-                self.deliver(slots.take_held(held));
+                self.deliver_in_place(held);
                 None
             }
         }
@@ -86,7 +86,7 @@ impl<M: ManageConnection> Engine<M> {
             // returning guard still holds its own count (its park is
             // published after this).
             self.release_parked_counts(usize::from(counted));
-            self.deliver(self.slots.take_held(held));
+            self.deliver_in_place(held);
         }
     }
 }

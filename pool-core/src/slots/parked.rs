@@ -429,7 +429,7 @@ mod tests {
         };
         assert!(!s.has_waiters(), "the caller did not queue");
         assert_eq!(s.census().idle, 1);
-        s.push_idle(h).unwrap();
+        s.push_held(h).unwrap();
         let (taken, counts) = s.take_parked();
         assert_eq!((taken.len(), counts), (1, 1), "the other parked one");
         assert_eq!(s.census().idle, 2, "taken ones count idle");
