@@ -51,6 +51,7 @@ impl Housekeeper {
     }
 
     /// Starts the housekeeper if it is not running and a runtime is at hand.
+    #[inline]
     pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
         spawn_once(&self.started, || run(Arc::downgrade(shared)));
     }
@@ -58,6 +59,7 @@ impl Housekeeper {
 
 impl<M: ManageConnection> Engine<M> {
     /// Starts the housekeeper if it is not running and a runtime is at hand.
+    #[inline]
     pub(crate) fn ensure_housekeeper(self: &Arc<Self>) {
         self.housekeeper.ensure(self);
     }
@@ -204,15 +206,24 @@ impl<M: ManageConnection> Engine<M> {
 
 /// Spawns the task `make` builds, unless `started` says it already was;
 /// does nothing outside a tokio runtime (the next call from inside one
-/// starts it).
+/// starts it). Inlined: every waiting checkout calls it, and the task is
+/// almost always running.
+#[inline]
 pub(crate) fn spawn_once<F>(started: &AtomicU32, make: impl FnOnce() -> F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     // Relaxed: a flag that orders nothing; the CAS decides who spawns.
-    if started.load(Ordering::Relaxed) != 0 {
-        return;
+    if started.load(Ordering::Relaxed) == 0 {
+        spawn_first(started, make);
     }
+}
+
+#[cold]
+fn spawn_first<F>(started: &AtomicU32, make: impl FnOnce() -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
