@@ -274,10 +274,7 @@ impl<C> Slots<C> {
     #[inline]
     pub(crate) fn pop_held(&self) -> Popped<Held> {
         match self.idle.pop(&self.links) {
-            Popped::Node(index) => {
-                self.get(index).set(State::InUse);
-                Popped::Node(Held(index))
-            }
+            Popped::Node(index) => Popped::Node(self.in_use(index)),
             Popped::Empty => Popped::Empty,
             Popped::Waiters => Popped::Waiters,
             Popped::Closed => Popped::Closed,
@@ -369,15 +366,12 @@ impl<C> Slots<C> {
                 // it came with a count of the pool (`slots/parked.rs`).
                 Some((h, counted)) => {
                     self.idle.clear_waiters();
-                    Err((Popped::Node(self.hold(h)), counted))
+                    Err((Popped::Node(h), counted))
                 }
                 None => Ok(()),
             },
             Ok(()) => Ok(()),
-            Err(Popped::Node(index)) => {
-                self.get(index).set(State::InUse);
-                Err((Popped::Node(Held(index)), false))
-            }
+            Err(Popped::Node(index)) => Err((Popped::Node(self.in_use(index)), false)),
             Err(_) => Err((Popped::Closed, false)),
         }
     }
@@ -462,6 +456,14 @@ impl<C> Slots<C> {
             "slot {index} out of range"
         );
         &self.slots[usize::from(index)]
+    }
+
+    /// A slot just popped (or found idle when registering), marked in use
+    /// and left holding its connection.
+    #[inline]
+    fn in_use(&self, index: u16) -> Held {
+        self.get(index).set(State::InUse);
+        Held(index)
     }
 
     /// Stores an idle connection in its slot before the index is pushed.

@@ -83,10 +83,7 @@ impl<M: ManageConnection> Engine<M> {
         let slots = &self.slots;
         match self.claim_or_pop() {
             (Popped::Empty, _) if slots.affinity() => match slots.claim_parked() {
-                Some((h, counted)) => (
-                    Popped::Node(slots.hold(h)),
-                    counted.then(|| self.adopt_parked_count()),
-                ),
+                Some((h, counted)) => (Popped::Node(h), counted.then(|| self.adopt_parked_count())),
                 None => (Popped::Empty, None),
             },
             popped => popped,

@@ -226,20 +226,19 @@ impl<C> Slots<C> {
     }
 
     /// Claims one connection parked in place, if any, counted in use and
-    /// taken out, with whether it carried a count of the pool (now the
+    /// left in place, with whether it carried a count of the pool (now the
     /// caller's). Scans every slot, after the SeqCst fence that pairs with
     /// `park_held`'s (see the module docs): call it after setting the
     /// flag a return must see.
-    pub(crate) fn claim_parked(&self) -> Option<(Occupied<C>, bool)> {
+    pub(crate) fn claim_parked(&self) -> Option<(Held, bool)> {
         // SeqCst: see "Parking against queuing".
         fence(Ordering::SeqCst);
         (0..self.slots.len() as u16).find_map(|index| {
             if !self.is_cached(index) {
                 return None;
             }
-            // SAFETY: the claim made us the slot's owner.
             self.claim(index, State::InUse)
-                .map(|counted| (unsafe { self.take(index) }, counted))
+                .map(|counted| (Held(index), counted))
         })
     }
 
@@ -396,7 +395,7 @@ mod tests {
         park(&s, h);
         let (h, counted) = s.claim_parked().expect("one parked");
         assert!(counted);
-        s.push_idle(h).unwrap();
+        s.push_held(h).unwrap();
         let (all, counts) = s.take_all_idle();
         assert_eq!((all.len(), counts), (3, 0), "stack slots carry none");
         for h in all {
