@@ -1,139 +1,33 @@
 //! [`PostgresManager`]: opens, checks and resets `tokio_postgres` clients.
+//!
+//! The type and its settings live here; its
+//! [`ManageConnection`](crate::ManageConnection) impl is `manage.rs`, and
+//! the connect through a statement relay (the transaction-pooler mode) is
+//! `relayed.rs`.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pool_api::{async_trait, ManageConnection};
-#[cfg(unix)]
-use tokio_postgres::config::Host;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::types::Type;
-#[cfg(unix)]
-use tokio_postgres::Client;
 use tokio_postgres::{Config, Socket};
 
-use super::cancel::Canceller;
-use super::client::{PgClient, ReportedRole};
-use super::driver::drive;
-use super::error::{BoxError, PgConfigError, PgError};
-use super::failover::HostEpochs;
 use crate::managers::fleet::{
-    self, BoxFuture, ControlSession, FleetBudget, FleetBudgetConfigError, FleetShare,
-    FleetShareView, OpenControl,
+    self, FleetBudget, FleetBudgetConfigError, FleetShare, FleetShareView,
 };
-#[cfg(unix)]
-use crate::managers::relay::{Keepalive, Relay, Upstream};
+use crate::managers::tokio_postgres::cancel::Canceller;
+use crate::managers::tokio_postgres::error::{BoxError, PgConfigError};
+use crate::managers::tokio_postgres::failover::HostEpochs;
+#[cfg(doc)]
+use crate::managers::tokio_postgres::{PgClient, PgError};
 use crate::PoolerMode;
 
+mod manage;
 #[cfg(unix)]
-/// How many statements a relay keeps beyond the statement cache: those the
-/// caller prepared and still holds.
-const RELAY_SLACK: usize = 256;
-
-#[cfg(unix)]
-/// Where `config` points, in order: each host (or `hostaddr`) with its port.
-fn upstreams(config: &Config) -> Vec<Upstream> {
-    let hosts = config.get_hosts();
-    let addrs = config.get_hostaddrs();
-    let ports = config.get_ports();
-    (0..hosts.len().max(addrs.len()))
-        .filter_map(|i| {
-            let port = ports
-                .get(i)
-                .or_else(|| ports.first())
-                .copied()
-                .unwrap_or(5432);
-            if let Some(addr) = addrs.get(i) {
-                return Some(Upstream::Tcp(addr.to_string(), port));
-            }
-            match hosts.get(i)? {
-                Host::Tcp(host) => Some(Upstream::Tcp(host.clone(), port)),
-                #[cfg(unix)]
-                Host::Unix(dir) => Some(Upstream::Unix(dir.join(format!(".s.PGSQL.{port}")))),
-            }
-        })
-        .collect()
-}
-
-#[cfg(unix)]
-/// Opens a connection through a statement relay: to the first of the
-/// config's hosts that accepts one, each within `connect_timeout`, with the
-/// config's TCP keepalive on the relay's socket. Its cancel requests go
-/// straight to that host.
-async fn relayed_connect(
-    config: &Config,
-    cache_capacity: usize,
-) -> Result<(Client, tokio::task::JoinHandle<()>, Canceller, ReportedRole), PgError> {
-    let keepalive = config.get_keepalives().then(|| Keepalive {
-        idle: config.get_keepalives_idle(),
-        interval: config.get_keepalives_interval(),
-        retries: config.get_keepalives_retries(),
-    });
-    let mut last = None;
-    for upstream in upstreams(config) {
-        let opened = async {
-            let stream = Relay::pair(&upstream, keepalive, cache_capacity + RELAY_SLACK)
-                .await
-                .map_err(PgError::Relay)?;
-            Ok::<_, PgError>(config.connect_raw(stream, tokio_postgres::NoTls).await?)
-        };
-        let opened = match config.get_connect_timeout() {
-            Some(limit) => match tokio::time::timeout(*limit, opened).await {
-                Ok(opened) => opened,
-                Err(_) => Err(PgError::Relay(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("connect to {upstream:?} timed out after {limit:?}"),
-                ))),
-            },
-            None => opened.await,
-        };
-        match opened {
-            Ok((client, connection)) => {
-                let reported = ReportedRole::from_params(
-                    connection.parameter("in_hot_standby"),
-                    connection.parameter("default_transaction_read_only"),
-                );
-                let driver = tokio::spawn(drive(connection));
-                let canceller: Canceller = Arc::new(move |token| {
-                    let upstream = upstream.clone();
-                    Box::pin(async move {
-                        use crate::managers::relay::ServerStream;
-                        let sent = match upstream.connect().await {
-                            Ok(ServerStream::Tcp(s)) => {
-                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
-                            }
-                            #[cfg(unix)]
-                            Ok(ServerStream::Unix(s)) => {
-                                token.cancel_query_raw(s, tokio_postgres::NoTls).await
-                            }
-                            Err(error) => {
-                                tracing::warn!(%error, "could not reach the pooler to cancel a query");
-                                return Err(None);
-                            }
-                        };
-                        sent.map_err(Some)
-                    })
-                });
-                return Ok((client, driver, canceller, reported));
-            }
-            // A refused login is the server's answer: no other host is
-            // tried, as the driver itself does.
-            Err(PgError::Db(e)) if e.as_db_error().is_some() => return Err(PgError::Db(e)),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        PgError::Relay(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the config names no host",
-        ))
-    }))
-}
+mod relayed;
 
 /// What a password provider returns: a boxed future of the password.
 pub type PasswordFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
@@ -171,18 +65,6 @@ pub enum ResetMode {
     Clean,
 }
 
-/// The statements of [`ResetMode::Clean`], sent as one simple query. The
-/// leading `ROLLBACK` leaves any transaction so the rest runs; each later
-/// statement undoes one kind of session state.
-const CLEAN_SQL: &str = "ROLLBACK; \
-    CLOSE ALL; \
-    SET SESSION AUTHORIZATION DEFAULT; \
-    RESET ALL; \
-    UNLISTEN *; \
-    SELECT pg_advisory_unlock_all(); \
-    DISCARD TEMP; \
-    DISCARD SEQUENCES";
-
 /// How long a cancel request may take by default.
 const DEFAULT_CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -198,11 +80,6 @@ pub const DEFAULT_KEEPALIVE_RETRIES: u32 = 3;
 /// `tokio_postgres`'s own keepalive idle time: a config that still holds it
 /// (with no interval and no retry count) gets the manager's defaults.
 const DRIVER_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
-
-/// The query that names the server a connection reached, when the config
-/// lists several hosts (see [`failover`](super#failover)).
-const SERVER_KEY_SQL: &str =
-    "SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port')";
 
 /// How many prepared statements each connection caches by default.
 const DEFAULT_STATEMENT_CACHE_CAPACITY: usize = 256;
@@ -642,253 +519,6 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
     }
 }
 
-/// The fair share's control session on `tokio_postgres`.
-struct TokioControl(Client);
-
-impl ControlSession for TokioControl {
-    fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, fleet::BoxError>> {
-        Box::pin(async move {
-            let rows = self.0.simple_query(sql).await?;
-            let row = rows
-                .iter()
-                .find_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
-                    _ => None,
-                })
-                .ok_or("no row")?;
-            (0..row.len())
-                .map(|i| Ok(row.get(i).ok_or("a null")?.parse::<i64>()?))
-                .collect()
-        })
-    }
-}
-
-impl<Tls> PostgresManager<Tls>
-where
-    Tls: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
-    Tls::Stream: Send,
-    Tls::TlsConnect: Send,
-    <Tls::TlsConnect as TlsConnect<Socket>>::Future: Send,
-{
-    /// Opens the fair share's control session: the manager's config, TLS
-    /// and password provider, no ticket, no statement cache.
-    fn control_opener(&self) -> OpenControl {
-        let (config, tls, password) =
-            (self.config.clone(), self.tls.clone(), self.password.clone());
-        Box::new(move || {
-            let (mut config, tls, password) = (config.clone(), tls.clone(), password.clone());
-            Box::pin(async move {
-                if let Some(provider) = password {
-                    config.password(provider().await?);
-                }
-                let (client, connection) = config.connect(tls).await?;
-                tokio::spawn(drive(connection));
-                Ok(Box::new(TokioControl(client)) as Box<dyn ControlSession>)
-            })
-        })
-    }
-}
-
-#[async_trait]
-impl<Tls> ManageConnection for PostgresManager<Tls>
-where
-    Tls: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
-    Tls::Stream: Send,
-    Tls::TlsConnect: Send,
-    <Tls::TlsConnect as TlsConnect<Socket>>::Future: Send,
-{
-    type Connection = PgClient;
-    type Error = PgError;
-
-    /// A connect refused because the fleet budget had no free ticket is
-    /// a capacity refusal, not a database failure: fail fast does not
-    /// apply (callers keep waiting within `acquire_timeout`).
-    fn is_capacity_refusal(&self, error: &PgError) -> bool {
-        error.is_fleet_budget_exhausted()
-    }
-
-    /// A refused login, an unknown database or role, and the manager's own
-    /// settings that cannot work are permanent: retrying at once does not
-    /// cure them, so callers fail fast with the first one.
-    fn is_permanent_error(&self, error: &PgError) -> bool {
-        match error {
-            PgError::Db(e) => e
-                .code()
-                .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
-            PgError::Config(_) => true,
-            _ => false,
-        }
-    }
-
-    /// [`validate`](PostgresManager::validate): settings that cannot work
-    /// together fail `Pool::new` before anything is opened.
-    ///
-    /// # Errors
-    ///
-    /// [`PgError::Config`] with what `validate` says.
-    fn check(&self) -> Result<(), PgError> {
-        Ok(self.validate()?)
-    }
-
-    async fn connect(&self) -> Result<PgClient, PgError> {
-        self.validate()?;
-        // Fair share: the instance counts itself (its control session) from
-        // its first connect on, and opens nothing for a ticket it would not
-        // take.
-        let claim = match &self.share {
-            None => None,
-            Some(share) => {
-                share.start_control(|| self.control_opener());
-                Some(share.admit().map_err(PgError::FleetBudget)?)
-            }
-        };
-        let config = match &self.password {
-            None => Cow::Borrowed(&self.config),
-            Some(provider) => {
-                let password = provider().await.map_err(PgError::Password)?;
-                let mut config = self.config.clone();
-                config.password(password);
-                Cow::Owned(config)
-            }
-        };
-        let (client, driver, canceller, reported, relayed) = match self.relays() {
-            #[cfg(unix)]
-            true => {
-                let (client, driver, canceller, reported) =
-                    relayed_connect(&config, self.statement_cache_capacity).await?;
-                (client, driver, canceller, reported, true)
-            }
-            _ => {
-                let (client, connection) = config.connect(self.tls.clone()).await?;
-                let reported = ReportedRole::from_params(
-                    connection.parameter("in_hot_standby"),
-                    connection.parameter("default_transaction_read_only"),
-                );
-                let driver = tokio::spawn(drive(connection));
-                (client, driver, Arc::clone(&self.canceller), reported, false)
-            }
-        };
-        // With one host every connection reaches the same server; with
-        // several, ask which one this is (one round trip per connect).
-        let key = if self.config.get_hosts().len() > 1 {
-            let rows = client.simple_query(SERVER_KEY_SQL).await?;
-            rows.iter()
-                .find_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-                    _ => None,
-                })
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
-        let host = self.hosts.mark(key);
-        let mut seat = None;
-        let ticket = match (self.current_fleet_budget(), &self.share, claim) {
-            (None, _, _) => None,
-            (Some(budget), Some(share), Some(claim)) => {
-                // One round trip, the claim with its parameters written in.
-                let rows = client.simple_query(&share.claim_sql(claim)).await?;
-                let taken = rows.iter().find_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-                    _ => None,
-                });
-                match taken.and_then(|t| t.parse::<i32>().ok()) {
-                    Some(t) => {
-                        seat = Some(share.seat());
-                        Some(t)
-                    }
-                    None => {
-                        share.refused(claim);
-                        return Err(PgError::FleetBudget(budget.exhausted()));
-                    }
-                }
-            }
-            (Some(budget), _, _) => {
-                // One round trip, an unnamed statement. On any failure the
-                // client is dropped here, which closes the connection.
-                let row = client
-                    .query_typed_opt(
-                        fleet::CLAIM_SQL,
-                        &[
-                            (&budget.key(), Type::INT4),
-                            (&budget.total_i32(), Type::INT4),
-                            (&budget.random_start(), Type::INT4),
-                        ],
-                    )
-                    .await?;
-                match row {
-                    Some(row) => Some(row.try_get::<_, i32>(0)?),
-                    None => return Err(PgError::FleetBudget(budget.exhausted())),
-                }
-            }
-        };
-        let client = PgClient::new(
-            client,
-            self.statement_cache_capacity,
-            canceller,
-            self.cancel_timeout,
-            self.pooler_mode,
-            ticket,
-            host,
-        )
-        .with_driver(driver)
-        .with_reported_role(reported)
-        .with_fleet_seat(seat);
-        Ok(if relayed { client.relayed() } else { client })
-    }
-
-    async fn is_valid(&self, conn: &mut PgClient) -> Result<(), PgError> {
-        if conn.is_retired() {
-            return Err(PgError::Retired);
-        }
-        // Abandoned until the server answers: a check dropped at the pool's
-        // `validation_timeout` (a half-open socket, a stalled server) leaves
-        // the mark, and the pool's close then closes the socket too.
-        conn.set_abandoned(true);
-        conn.client().simple_query("").await?;
-        conn.set_abandoned(false);
-        Ok(())
-    }
-
-    /// Also `true` for a connection given back to the fleet budget (fair
-    /// share: another instance is below its share and this one above).
-    fn has_broken(&self, conn: &mut PgClient) -> bool {
-        conn.is_closed() || conn.is_abandoned() || conn.is_retired() || conn.gives_back_ticket()
-    }
-
-    /// Sends `Terminate` and waits for the socket to close, so the pool
-    /// counts the session until the server has it gone.
-    async fn close(&self, conn: PgClient) {
-        conn.close().await;
-    }
-
-    fn awaits_close(&self) -> bool {
-        true
-    }
-
-    fn needs_reset(&self, conn: &mut PgClient) -> bool {
-        match self.reset_mode {
-            ResetMode::None => false,
-            ResetMode::Rollback => conn.transaction_open(),
-            ResetMode::RollbackAlways | ResetMode::Clean => true,
-        }
-    }
-
-    async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
-        let sql = match self.reset_mode {
-            ResetMode::None => return Ok(()),
-            ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
-            ResetMode::Clean => CLEAN_SQL,
-        };
-        // As in `is_valid`: a reset dropped at its timeout closes the socket.
-        conn.set_abandoned(true);
-        conn.client().batch_execute(sql).await?;
-        conn.set_abandoned(false);
-        conn.mark_reset();
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,23 +557,5 @@ mod tests {
         assert!(!m.leaves_transactions_open());
         let none = m.reset_mode(ResetMode::None);
         assert!(none.leaves_transactions_open());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn upstreams_pair_each_host_with_its_port() {
-        let c = config("host=db1,db2 port=5433,5434 user=u");
-        let found: Vec<String> = upstreams(&c)
-            .into_iter()
-            .map(|u| match u {
-                Upstream::Tcp(host, port) => format!("{host}:{port}"),
-                Upstream::Unix(path) => path.display().to_string(),
-            })
-            .collect();
-        assert_eq!(found, ["db1:5433", "db2:5434"]);
-        // One port for every host.
-        let one = config("host=db1,db2 port=6000 user=u");
-        assert_eq!(upstreams(&one).len(), 2);
-        assert!(matches!(&upstreams(&one)[1], Upstream::Tcp(h, 6000) if h == "db2"));
     }
 }
