@@ -12,12 +12,9 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "tokio-postgres")]
 
-use crate::support::cluster;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use crate::support::pgbouncer::{Bouncer, Upstream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pool_core::managers::fleet::FleetBudgetConfigError;
 use pool_core::managers::tokio_postgres::{PgConfigError, PgError, PostgresManager, ResetMode};
@@ -47,103 +44,41 @@ const QUERIES: i32 = 20;
 const POOL: u32 = 8;
 const BOUNCER_POOL: u32 = 2;
 
-/// A PgBouncer process in transaction mode, stopped and cleaned up on drop.
-struct Bouncer {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Bouncer {
-    fn start(upstream: &tokio_postgres::Config) -> Bouncer {
-        let bin = std::env::var_os("PGBOUNCER")
-            .map_or_else(|| PathBuf::from("/usr/sbin/pgbouncer"), PathBuf::from);
-        let bin = cluster::require_binary(&bin, "pgbouncer (apt-get install pgbouncer)");
-        let dir = cluster::temp_dir("pgbouncer");
-        let port = cluster::free_port();
-        let host = match upstream.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-            _ => panic!("DATABASE_URL must name a TCP host for the PgBouncer test"),
-        };
-        let upstream_port = upstream.get_ports().first().copied().unwrap_or(5432);
-        let user = upstream.get_user().unwrap_or("postgres");
-        let db = upstream.get_dbname().unwrap_or(user);
-        let ini = format!(
-            "[databases]\n\
-             bounced = host={host} port={upstream_port} dbname={db} user={user}\n\
-             [pgbouncer]\n\
-             listen_addr = 127.0.0.1\n\
-             listen_port = {port}\n\
-             unix_socket_dir =\n\
-             auth_type = any\n\
-             pool_mode = transaction\n\
-             default_pool_size = {BOUNCER_POOL}\n\
+/// PgBouncer in front of `upstream` with `BOUNCER_POOL` server
+/// connections, no reserve and no reset query.
+fn start_bouncer(upstream: &tokio_postgres::Config) -> Bouncer {
+    let host = match upstream.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => panic!("DATABASE_URL must name a TCP host for the PgBouncer test"),
+    };
+    let user = upstream.get_user().unwrap_or("postgres");
+    let upstream = Upstream {
+        host: &host,
+        port: upstream.get_ports().first().copied().unwrap_or(5432),
+        dbname: upstream.get_dbname().unwrap_or(user),
+        user,
+    };
+    Bouncer::start(
+        upstream,
+        &format!(
+            "default_pool_size = {BOUNCER_POOL}\n\
              min_pool_size = 0\n\
              reserve_pool_size = 0\n\
              max_client_conn = 200\n\
-             server_reset_query =\n\
-             ignore_startup_parameters = extra_float_digits,options\n\
-             logfile = {log}\n\
-             pidfile = {pid}\n",
-            log = dir.join("pgbouncer.log").display(),
-            pid = dir.join("pgbouncer.pid").display(),
-        );
-        let ini_path = dir.join("pgbouncer.ini");
-        std::fs::File::create(&ini_path)
-            .and_then(|mut f| f.write_all(ini.as_bytes()))
-            .expect("write pgbouncer.ini");
-        let mut command = Command::new(&bin);
-        if cluster::is_root() {
-            // PgBouncer refuses to run as root.
-            let ok = Command::new("chown")
-                .args(["-R", "postgres:"])
-                .arg(&dir)
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "chown the PgBouncer directory to postgres");
-            command.args(["-u", "postgres"]);
-        }
-        let child = command
-            .arg(&ini_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
-        let bouncer = Bouncer { child, dir, port };
-        bouncer.wait_listening();
-        bouncer
-    }
-
-    fn wait_listening(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "PgBouncer did not listen on {} within 10 s: {}",
-                self.port,
-                std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn config(&self, tag: &str) -> tokio_postgres::Config {
-        let mut c = tokio_postgres::Config::new();
-        c.host("127.0.0.1")
-            .port(self.port)
-            .user("postgres")
-            .dbname("bounced")
-            .application_name(tag);
-        c
-    }
+             server_reset_query =\n"
+        ),
+    )
 }
 
-impl Drop for Bouncer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The bounced database, as `postgres`, with `tag` as the application name.
+fn bounced_config(bouncer: &Bouncer, tag: &str) -> tokio_postgres::Config {
+    let mut c = tokio_postgres::Config::new();
+    c.host("127.0.0.1")
+        .port(bouncer.port())
+        .user("postgres")
+        .dbname("bounced")
+        .application_name(tag);
+    c
 }
 
 fn pool_config() -> PoolConfig {
@@ -232,8 +167,8 @@ async fn transaction_pooler_mode_works_behind_pgbouncer() {
     let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
         .parse()
         .expect("DATABASE_URL");
-    let bouncer = Bouncer::start(&upstream);
-    let manager = PostgresManager::new(bouncer.config("pc_bouncer_on"), NoTls)
+    let bouncer = start_bouncer(&upstream);
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_on"), NoTls)
         .pooler_mode(PoolerMode::Transaction);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
 
@@ -274,8 +209,8 @@ async fn session_mode_behind_pgbouncer_breaks_on_named_statements() {
     let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
         .parse()
         .expect("DATABASE_URL");
-    let bouncer = Bouncer::start(&upstream);
-    let manager = PostgresManager::new(bouncer.config("pc_bouncer_off"), NoTls);
+    let bouncer = start_bouncer(&upstream);
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_off"), NoTls);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
 
     let errors = load(&pool).await;
@@ -300,8 +235,8 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
     let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
         .parse()
         .expect("DATABASE_URL");
-    let bouncer = Bouncer::start(&upstream);
-    let manager = PostgresManager::new(bouncer.config("pc_bouncer_warn"), NoTls)
+    let bouncer = start_bouncer(&upstream);
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_warn"), NoTls)
         .pooler_mode(PoolerMode::Transaction);
     let conn = manager.connect().await.expect("connect through PgBouncer");
 
@@ -650,8 +585,8 @@ async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let upstream: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
         .parse()
         .expect("DATABASE_URL");
-    let bouncer = Bouncer::start(&upstream);
-    let manager = PostgresManager::new(bouncer.config("pc_bouncer_paths"), NoTls)
+    let bouncer = start_bouncer(&upstream);
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_paths"), NoTls)
         .pooler_mode(PoolerMode::Transaction);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
     for path in PATHS {
@@ -686,7 +621,7 @@ async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
 
     // Without the mode, the driver's named statements meet on the shared
     // server connections.
-    let manager = PostgresManager::new(bouncer.config("pc_bouncer_paths_off"), NoTls);
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_paths_off"), NoTls);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
     let errors = load_paths(&pool, 16, 30, |_, _| Path::Prepared).await;
     assert!(

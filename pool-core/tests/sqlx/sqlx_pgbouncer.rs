@@ -12,12 +12,10 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "sqlx-postgres")]
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::db::bounded;
+use crate::support::pgbouncer::{Bouncer, Upstream};
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig, PoolerMode};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -26,104 +24,15 @@ use sqlx::{Connection, Executor, Row, Statement};
 /// The tests of this file share the count of open relays: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// PgBouncer in transaction mode with two server connections; killed and
-/// its directory removed on drop.
-struct Bouncer {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
-}
-
-impl Bouncer {
-    fn start(upstream: &PgConnectOptions) -> Bouncer {
-        let bin = std::env::var_os("PGBOUNCER")
-            .map_or_else(|| PathBuf::from("/usr/sbin/pgbouncer"), PathBuf::from);
-        assert!(
-            bin.exists(),
-            "{} is missing: this test needs pgbouncer",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir =
-            std::env::temp_dir().join(format!("sqlx-pgbouncer-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the PgBouncer directory");
-        let ini = format!(
-            "[databases]\n\
-             bounced = host={host} port={upstream_port} dbname={db} user={user}\n\
-             [pgbouncer]\n\
-             listen_addr = 127.0.0.1\n\
-             listen_port = {port}\n\
-             unix_socket_dir =\n\
-             auth_type = any\n\
-             pool_mode = transaction\n\
-             default_pool_size = 2\n\
-             max_client_conn = 100\n\
-             ignore_startup_parameters = extra_float_digits,options\n\
-             logfile = {log}\n",
-            host = upstream.get_host(),
-            upstream_port = upstream.get_port(),
-            db = upstream.get_database().unwrap_or("postgres"),
-            user = upstream.get_username(),
-            log = dir.join("pgbouncer.log").display(),
-        );
-        let ini_path = dir.join("pgbouncer.ini");
-        std::fs::File::create(&ini_path)
-            .and_then(|mut f| f.write_all(ini.as_bytes()))
-            .expect("write pgbouncer.ini");
-        let mut command = Command::new(&bin);
-        if is_root() {
-            // PgBouncer refuses to run as root; `-u` makes it switch user.
-            let owned = Command::new("chown")
-                .args(["-R", "postgres:"])
-                .arg(&dir)
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(owned, "chown the PgBouncer directory to postgres");
-            command.args(["-u", "postgres"]);
-        }
-        let child = command
-            .arg(&ini_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
-        let bouncer = Bouncer { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "PgBouncer did not listen within 10 s: {}",
-                std::fs::read_to_string(bouncer.dir.join("pgbouncer.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        bouncer
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/bounced", self.port)
-    }
-}
-
-impl Drop for Bouncer {
-    fn drop(&mut self) {
-        if let Err(e) = self.child.kill() {
-            eprintln!("stopping PgBouncer: {e}");
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// PgBouncer in front of `upstream` with two server connections.
+fn start_bouncer(upstream: &PgConnectOptions) -> Bouncer {
+    let upstream = Upstream {
+        host: upstream.get_host(),
+        port: upstream.get_port(),
+        dbname: upstream.get_database().unwrap_or("postgres"),
+        user: upstream.get_username(),
+    };
+    Bouncer::start(upstream, "default_pool_size = 2\nmax_client_conn = 100\n")
 }
 
 /// How a query runs.
@@ -274,7 +183,7 @@ async fn relays_end() {
 async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let _one = ONE_AT_A_TIME.lock().await;
     let upstream: PgConnectOptions = database_url().parse().expect("DATABASE_URL parses");
-    let bouncer = Bouncer::start(&upstream);
+    let bouncer = start_bouncer(&upstream);
     bounded(async {
         let pool = pool_of(manager(&bouncer.url(), PoolerMode::Transaction), 8).await;
         assert!(pool_core::managers::open_relays() >= 1);
@@ -415,7 +324,7 @@ async fn relay_cost_report() {
     let _one = ONE_AT_A_TIME.lock().await;
     let url = database_url();
     let upstream: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
-    let bouncer = Bouncer::start(&upstream);
+    let bouncer = start_bouncer(&upstream);
     const TASKS: i32 = 16;
     const QUERIES: i32 = 500;
     async fn rate(pool: Pool<SqlxManager<PgConnection>>, path: Path) -> f64 {

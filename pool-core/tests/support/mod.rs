@@ -8,6 +8,7 @@
 //! * [`pg`]: a PostgreSQL admin client that watches the pool's sessions;
 //! * [`logs`]: `tracing` output captured into a buffer;
 //! * [`cluster`]: a throw-away PostgreSQL cluster of the test's own;
+//! * [`pgbouncer`]: a PgBouncer of the test's own in front of a server;
 //! * [`faults`]: the fault suite's load, sampler, figures and proxy.
 // Every binary includes all of it and uses a part (the engine the mock, the
 // server suites the URLs, the admin client and the cluster): what one binary
@@ -23,6 +24,7 @@ pub mod faults;
 pub mod logs;
 pub mod mock;
 pub mod pg;
+pub mod pgbouncer;
 
 // Unused by the server suites, which have no mock.
 #[allow(unused_imports)]
