@@ -12,6 +12,7 @@
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "tokio-postgres")]
 
+use crate::support::cluster;
 use crate::support::pgbouncer::{Bouncer, Upstream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,12 +73,8 @@ fn start_bouncer(upstream: &tokio_postgres::Config) -> Bouncer {
 
 /// The bounced database, as `postgres`, with `tag` as the application name.
 fn bounced_config(bouncer: &Bouncer, tag: &str) -> tokio_postgres::Config {
-    let mut c = tokio_postgres::Config::new();
-    c.host("127.0.0.1")
-        .port(bouncer.port())
-        .user("postgres")
-        .dbname("bounced")
-        .application_name(tag);
+    let mut c = cluster::tcp_config_at(bouncer.port(), "postgres", "bounced");
+    c.application_name(tag);
     c
 }
 
