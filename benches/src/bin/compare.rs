@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p pool-benches --bin compare -- [--quick] [--only S1,S2,…] [--out DIR] [--db URL]
 //!     [--workers 1,2,4,8,16] [--pools ours,qp,…] [--points 16x16,16x256] [--repeats N]
+//!     [--wrk-cpus LIST]
 //! ```
 //!
 //! Full run: about 5 minutes; `--quick`: under one. Results go to
@@ -20,6 +21,9 @@
 //! finished. The database is `--db`, else `DATABASE_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/test`; S5 and S7 are skipped (with a
 //! note) when it does not answer, S7 also when `wrk` is missing.
+//! `--wrk-cpus` runs S7's `wrk` under `taskset -c LIST`, for runs that keep
+//! the service and the database off those cores
+//! (`scripts/s7_wrk_own_core.sh`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -43,16 +47,19 @@ struct Args {
     pools: Option<Vec<Kind>>,
     points: Option<Vec<(u32, usize)>>,
     repeats: Option<usize>,
+    wrk_cpus: Option<String>,
 }
 
 const USAGE: &str = "usage: compare [--quick] [--only S1,S2,…] [--out DIR] [--db URL] \
-     [--workers 1,2,4,8,16] [--pools ours,qp,…] [--points 16x16,16x256] [--repeats N]";
+     [--workers 1,2,4,8,16] [--pools ours,qp,…] [--points 16x16,16x256] [--repeats N] \
+     [--wrk-cpus LIST]";
 
 fn parse_args() -> Result<Args, String> {
     let mut quick = false;
     let mut only = None;
     let mut out = None;
     let (mut workers, mut pools, mut points, mut repeats) = (None, None, None, None);
+    let mut wrk_cpus = None;
     let mut db = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
     let mut args = std::env::args().skip(1);
@@ -95,6 +102,17 @@ fn parse_args() -> Result<Args, String> {
                     _ => return Err(format!("--repeats {v:?}: a number in 1..=100")),
                 }
             }
+            "--wrk-cpus" => {
+                let v = args.next().ok_or("--wrk-cpus needs a core list, e.g. 1")?;
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+                {
+                    return Err(format!("--wrk-cpus {v:?}: a core list such as 1 or 2-3"));
+                }
+                wrk_cpus = Some(v);
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -123,6 +141,7 @@ fn parse_args() -> Result<Args, String> {
         pools,
         points,
         repeats,
+        wrk_cpus,
     })
 }
 
@@ -310,6 +329,7 @@ fn main() {
                 connections: if q { vec![16] } else { vec![16, 128] },
                 seconds: if q { 1 } else { 2 },
                 repeats,
+                wrk_cpus: args.wrk_cpus.clone(),
             };
             report.s7 = http::run(&DbKind::ALL, &s);
         } else {

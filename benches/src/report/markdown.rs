@@ -547,6 +547,7 @@ mod tests {
             valid: true,
             near: Some(rps),
             far: None,
+            rounds: vec![rps],
         }
     }
 

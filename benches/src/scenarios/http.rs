@@ -3,7 +3,10 @@
 //! time at a few connection counts; requests per second and p99.
 //!
 //! The server runs on a 2-worker runtime; `wrk` (one thread) shares the
-//! same two cores, as a load generator on the same box does.
+//! same two cores, as a load generator on the same box does, unless
+//! [`HttpSettings::wrk_cpus`] gives it cores of its own (`taskset`), with
+//! the service and the database kept off them by their own launchers
+//! (`scripts/s7_wrk_own_core.sh`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -36,6 +39,9 @@ pub struct HttpSettings {
     pub seconds: u32,
     /// Rounds over all pools (medians reported).
     pub repeats: usize,
+    /// The cores `wrk` runs on (a `taskset -c` list such as `1`), or
+    /// `None` to leave it wherever the OS puts it.
+    pub wrk_cpus: Option<String>,
 }
 
 /// One pool's service at one connection count.
@@ -62,6 +68,9 @@ pub struct HttpRow {
     pub near: Option<f64>,
     /// The same for the far placement.
     pub far: Option<f64>,
+    /// Requests per second of every round that finished, in round order
+    /// (the median above is over these).
+    pub rounds: Vec<f64>,
 }
 
 async fn handle<P>(State(pool): State<P>) -> (StatusCode, &'static str)
@@ -148,9 +157,22 @@ fn parse_duration_us(v: &str) -> Option<f64> {
     })
 }
 
-async fn load(port: u16, connections: u32, seconds: u32) -> Result<WrkFigures, String> {
+async fn load(
+    port: u16,
+    connections: u32,
+    seconds: u32,
+    cpus: Option<&str>,
+) -> Result<WrkFigures, String> {
     let url = format!("http://127.0.0.1:{port}/");
-    let child = tokio::process::Command::new("wrk")
+    let mut command = match cpus {
+        Some(list) => {
+            let mut c = tokio::process::Command::new("taskset");
+            c.args(["-c", list, "wrk"]);
+            c
+        }
+        None => tokio::process::Command::new("wrk"),
+    };
+    let child = command
         .args(["-t1", "--latency", "--timeout", "5s"])
         .arg(format!("-c{connections}"))
         .arg(format!("-d{seconds}s"))
@@ -162,6 +184,13 @@ async fn load(port: u16, connections: u32, seconds: u32) -> Result<WrkFigures, S
         .await
         .map_err(|_| "wrk did not finish in time".to_owned())?
         .map_err(|e| format!("wrk: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "wrk failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     parse_wrk(&text).ok_or_else(|| format!("unreadable wrk output: {text}"))
 }
@@ -200,7 +229,7 @@ where
     let mut results = Vec::new();
     for &c in &s.connections {
         let before = probe().await;
-        let loaded = load(port, c, s.seconds).await;
+        let loaded = load(port, c, s.seconds, s.wrk_cpus.as_deref()).await;
         let after = probe().await;
         results.push((
             c,
@@ -285,6 +314,7 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
                 note,
                 near: on(false),
                 far: on(true),
+                rounds: ok.iter().map(|x| x.rps).collect(),
             });
         }
     }
