@@ -11,9 +11,16 @@
 //!
 //! ```text
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
-//!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9]
+//!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9,none]
 //!     [--repeats N] [--connects N] [--reconnects N] [--connect-delay-ms N]
+//!     [--timeline] [--server-cpus LIST]
 //! ```
+//!
+//! `--server-cpus LIST` starts the cluster (and restarts it after a fault)
+//! under `taskset -c LIST`, so that its processes stay on those cores; run
+//! the binary itself under `taskset` on the other cores to keep the server
+//! off the client's, e.g. `taskset -c 1 target/release/faults
+//! --server-cpus 0` on two cores.
 //!
 //! `--connect-delay-ms N` puts every pool behind a TCP proxy on 127.0.0.1
 //! that holds each new connection N ms before forwarding it (the
@@ -41,7 +48,10 @@
 //! ends a run); the per-task count bound only caps memory, and a run that
 //! reaches it says so. Faults: terminate
 //! every backend of the pool once; stop the server for 3 s (1 s with
-//! `--quick`) and start it; `kill -9` the postmaster and restart. Needs the
+//! `--quick`) and start it; `kill -9` the postmaster and restart; and, only
+//! when asked for (`--faults none`), the control: no fault, the load running
+//! on through the same pause, its end taken as "up" (how often the 90 %
+//! mark is missed from the run's own drift). Needs the
 //! PostgreSQL server binaries (`PG_BIN_DIR`, else the newest
 //! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`); run as root,
 //! the server runs as `postgres`. About a minute in all.
@@ -132,6 +142,11 @@ enum Fault {
     TerminateOnce,
     Stop(Duration),
     Kill9,
+    /// No fault: the load runs on through the same pause as a stop, and
+    /// "up" is its end. The control for the recovery figures: how often
+    /// the rate after "up" is under the bar with nothing done to the
+    /// server, from the run's own drift alone.
+    Control(Duration),
 }
 
 impl Fault {
@@ -141,6 +156,7 @@ impl Fault {
             Fault::TerminateOnce => "terminate",
             Fault::Stop(_) => "stop",
             Fault::Kill9 => "kill9",
+            Fault::Control(_) => "none",
         }
     }
 
@@ -149,6 +165,7 @@ impl Fault {
             Fault::TerminateOnce => "terminate all".to_owned(),
             Fault::Stop(d) => format!("stop {} s", d.as_secs()),
             Fault::Kill9 => "kill -9".to_owned(),
+            Fault::Control(d) => format!("no fault, {} s", d.as_secs()),
         }
     }
 }
@@ -442,6 +459,7 @@ async fn run(
             down_at = Instant::now();
             tokio::task::block_in_place(|| cluster.restart());
         }
+        Fault::Control(pause) => tokio::time::sleep(pause).await,
     }
     let up = match fault {
         Fault::TerminateOnce => at,
@@ -624,6 +642,17 @@ async fn main() {
     let pools = list("--pools");
     let faults = list("--faults");
     let repeats: usize = value("--repeats").map_or(1, |v| v.parse().expect("--repeats N"));
+    let server_cpus = value("--server-cpus");
+    if let Some(list) = &server_cpus {
+        if list.is_empty()
+            || !list
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+        {
+            eprintln!("--server-cpus {list:?}: a core list such as 0 or 0-1");
+            std::process::exit(2);
+        }
+    }
     let connects = Bounds {
         connects: value("--connects").map(|v| v.parse().expect("--connects N")),
         reconnects: value("--reconnects").map(|v| v.parse().expect("--reconnects N")),
@@ -638,15 +667,29 @@ async fn main() {
     } else {
         Duration::from_secs(3)
     };
-    let cluster = tokio::task::spawn_blocking(Cluster::start)
+    let cpus = server_cpus.clone();
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start_on(cpus.as_deref()))
         .await
         .expect("start the cluster");
     cluster.set_postgres_password(PASSWORD).await;
     cluster.trust_tcp().await;
     let mut rows = Vec::new();
     let mut n = 0;
-    for fault in [Fault::TerminateOnce, Fault::Stop(down), Fault::Kill9] {
-        if !wanted(&faults, fault.key()) {
+    let all = [
+        Fault::TerminateOnce,
+        Fault::Stop(down),
+        Fault::Kill9,
+        Fault::Control(down),
+    ];
+    for fault in all {
+        // The control runs only when asked for (`--faults none`).
+        let asked = match fault {
+            Fault::Control(_) => faults
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|k| k == "none")),
+            _ => wanted(&faults, fault.key()),
+        };
+        if !asked {
             continue;
         }
         for _ in 0..repeats {
@@ -680,6 +723,10 @@ async fn main() {
     if let Some(n) = connects.reconnects {
         println!();
         println!("Ours with `max_concurrent_reconnects({n})`.");
+    }
+    if let Some(list) = &server_cpus {
+        println!();
+        println!("The server on cores {list} (`taskset -c {list}`).");
     }
     if let Some(d) = connects.connect_delay {
         println!();

@@ -121,6 +121,51 @@ fn recovery_targets(f: &Figures) {
     );
 }
 
+/// The cores a process may run on, from `/proc`.
+#[cfg(target_os = "linux")]
+fn cores_of(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix("Cpus_allowed_list:")
+            .map(|v| v.trim().to_owned())
+    })
+}
+
+/// The benches' restart runs keep the server off the client's cores
+/// (`faults --server-cpus`): the postmaster and the backends it forks stay
+/// on the cores given, after a restart too. On a one-core machine this
+/// holds without the pinning; CI has two.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
+async fn a_cluster_started_on_a_core_stays_there_across_a_restart() {
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start_on(Some("0")))
+        .await
+        .expect("start the test cluster");
+    for when in ["after the start", "after a restart"] {
+        let postmaster = cluster.postmaster_pid().expect("postmaster.pid");
+        assert_eq!(
+            cores_of(postmaster).as_deref(),
+            Some("0"),
+            "the postmaster {when}"
+        );
+        let admin = cluster.admin().await;
+        let row = admin
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .expect("a backend answers");
+        let backend = u32::try_from(row.get::<_, i32>(0)).expect("a pid");
+        assert_eq!(cores_of(backend).as_deref(), Some("0"), "a backend {when}");
+        drop(admin);
+        if when == "after the start" {
+            tokio::task::block_in_place(|| {
+                cluster.stop();
+                cluster.restart();
+            });
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
 async fn terminate_all_backends_once() {

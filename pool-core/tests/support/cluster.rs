@@ -12,6 +12,7 @@
 //! The binaries come from `PG_BIN_DIR`, else the newest
 //! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`.
 
+use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -110,6 +111,9 @@ pub struct Cluster {
     bin: PathBuf,
     port: u16,
     as_postgres: bool,
+    /// The cores the server is started on (a `taskset -c` list), or `None`
+    /// for wherever the OS puts it.
+    cpus: Option<String>,
 }
 
 impl Cluster {
@@ -121,6 +125,18 @@ impl Cluster {
     ///
     /// When the binaries are missing or the server does not start in time.
     pub fn start() -> Cluster {
+        Cluster::start_on(None)
+    }
+
+    /// [`start`](Self::start), with the server (the postmaster, and through
+    /// it every process it forks) kept on `cpus`, a `taskset -c` list, here
+    /// and at every [`restart`](Self::restart): for measurements that keep
+    /// the server off the client's cores.
+    ///
+    /// # Panics
+    ///
+    /// As `start` does, and when `taskset` refuses the list.
+    pub fn start_on(cpus: Option<&str>) -> Cluster {
         let bin = pg_bin_dir();
         require_binary(&bin.join("initdb"), "PostgreSQL binaries (initdb)");
         let dir = temp_dir("cluster");
@@ -134,6 +150,7 @@ impl Cluster {
             bin,
             port: free_port(),
             as_postgres,
+            cpus: cpus.map(str::to_owned),
         };
         let out = cluster
             .command("initdb")
@@ -182,6 +199,7 @@ impl Cluster {
             bin: primary.bin.clone(),
             port: free_port(),
             as_postgres: primary.as_postgres,
+            cpus: primary.cpus.clone(),
         };
         let out = standby
             .command("pg_basebackup")
@@ -222,14 +240,23 @@ impl Cluster {
     }
 
     fn command(&self, tool: &str) -> Command {
-        let path = self.bin.join(tool);
-        if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(path);
-            c
-        } else {
-            Command::new(path)
+        self.command_on(tool, None)
+    }
+
+    /// `tool`, as the server's user, under `taskset -c cpus` when given:
+    /// `[taskset -c LIST] [runuser -u postgres --] PATH`.
+    fn command_on(&self, tool: &str, cpus: Option<&str>) -> Command {
+        let mut argv: Vec<OsString> = Vec::new();
+        if let Some(list) = cpus {
+            argv.extend(["taskset", "-c", list].map(OsString::from));
         }
+        if self.as_postgres {
+            argv.extend(["runuser", "-u", "postgres", "--"].map(OsString::from));
+        }
+        argv.push(self.bin.join(tool).into_os_string());
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        c
     }
 
     fn start_server(&self) {
@@ -241,7 +268,7 @@ impl Cluster {
         let deadline = Instant::now() + SERVER_WAIT;
         loop {
             let out = self
-                .command("pg_ctl")
+                .command_on("pg_ctl", self.cpus.as_deref())
                 .args(["start", "-w", "-t", "30", "-D"])
                 .arg(&self.data)
                 .arg("-l")
