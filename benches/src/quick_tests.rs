@@ -104,26 +104,9 @@ fn quick_scenarios_run_and_report() {
         );
         assert!(report.s5.iter().all(|r| r.errors == 0), "{:?}", report.s5);
         if http::wrk_available() {
-            report.s7 = http::run(
-                &[DbKind::OursTp],
-                &HttpSettings {
-                    url: url.clone(),
-                    pool_size: 4,
-                    connections: vec![4],
-                    seconds: 1,
-                    repeats: 1,
-                    wrk_cpus: None,
-                },
-            );
-            assert!(report.s7.iter().all(|r| r.valid), "{:?}", report.s7);
-            assert!(
-                report.s7.iter().all(|r| r.rounds.len() == 1),
-                "{:?}",
-                report.s7
-            );
-            // The same with wrk pinned (`--wrk-cpus`): it runs through
+            // Plain, and with wrk pinned (`--wrk-cpus`): it runs through
             // `taskset`, and a bad list is an error, never a silent skip.
-            let pinned = |cpus: &str| {
+            let s7 = |wrk_cpus: Option<&str>| {
                 http::run(
                     &[DbKind::OursTp],
                     &HttpSettings {
@@ -132,16 +115,23 @@ fn quick_scenarios_run_and_report() {
                         connections: vec![4],
                         seconds: 1,
                         repeats: 1,
-                        wrk_cpus: Some(cpus.to_owned()),
+                        wrk_cpus: wrk_cpus.map(str::to_owned),
                     },
                 )
             };
-            let on_core_0 = pinned("0");
+            report.s7 = s7(None);
+            assert!(report.s7.iter().all(|r| r.valid), "{:?}", report.s7);
+            assert!(
+                report.s7.iter().all(|r| r.rounds.len() == 1),
+                "{:?}",
+                report.s7
+            );
+            let on_core_0 = s7(Some("0"));
             assert!(
                 on_core_0.iter().all(|r| r.valid && r.rps > 0.0),
                 "{on_core_0:?}"
             );
-            let nowhere = pinned("4096");
+            let nowhere = s7(Some("4096"));
             assert!(
                 nowhere.iter().all(
                     |r| !r.valid && r.note.as_deref().is_some_and(|n| n.contains("wrk failed"))

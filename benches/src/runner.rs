@@ -283,6 +283,23 @@ pub fn parse_workers(list: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+/// Checks a `taskset -c` core list such as `1`, `0,2` or `2-3` (the
+/// harness's `--wrk-cpus` and `--server-cpus`): digits, commas and dashes
+/// only, so that nothing else reaches the command line. Whether the cores
+/// exist is `taskset`'s to say.
+pub fn check_core_list(flag: &str, list: &str) -> Result<(), String> {
+    if list.is_empty()
+        || !list
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    {
+        return Err(format!(
+            "{flag} {list:?}: a core list such as 1, 0,2 or 2-3"
+        ));
+    }
+    Ok(())
+}
+
 /// A fresh multi-thread runtime with `workers` worker threads.
 pub fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -303,6 +320,17 @@ pub fn current_thread() -> tokio::runtime::Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn core_lists_are_digits_commas_and_dashes() {
+        for ok in ["1", "0,2", "2-3", "0-1,3"] {
+            assert_eq!(check_core_list("--wrk-cpus", ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "one", "1;rm", "1 2", "-c"] {
+            let err = check_core_list("--wrk-cpus", bad).expect_err(bad);
+            assert!(err.starts_with("--wrk-cpus"), "{err}");
+        }
+    }
 
     #[test]
     fn worker_lists_parse() {

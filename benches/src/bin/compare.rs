@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pool_benches::report::{Meta, Report};
-use pool_benches::runner::{parse_workers, runtime_label};
+use pool_benches::runner::{check_core_list, parse_workers, runtime_label};
 use pool_benches::scenarios::contended::{self, LoadSettings, DEFAULT_WORKERS};
 use pool_benches::scenarios::db::{self, DbKind, DbSettings};
 use pool_benches::scenarios::http::{self, HttpSettings};
@@ -104,13 +104,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--wrk-cpus" => {
                 let v = args.next().ok_or("--wrk-cpus needs a core list, e.g. 1")?;
-                if v.is_empty()
-                    || !v
-                        .chars()
-                        .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
-                {
-                    return Err(format!("--wrk-cpus {v:?}: a core list such as 1 or 2-3"));
-                }
+                check_core_list("--wrk-cpus", &v)?;
                 wrk_cpus = Some(v);
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),

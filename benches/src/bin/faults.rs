@@ -643,15 +643,12 @@ async fn main() {
     let faults = list("--faults");
     let repeats: usize = value("--repeats").map_or(1, |v| v.parse().expect("--repeats N"));
     let server_cpus = value("--server-cpus");
-    if let Some(list) = &server_cpus {
-        if list.is_empty()
-            || !list
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
-        {
-            eprintln!("--server-cpus {list:?}: a core list such as 0 or 0-1");
-            std::process::exit(2);
-        }
+    if let Some(Err(e)) = server_cpus
+        .as_deref()
+        .map(|list| pool_benches::runner::check_core_list("--server-cpus", list))
+    {
+        eprintln!("{e}");
+        std::process::exit(2);
     }
     let connects = Bounds {
         connects: value("--connects").map(|v| v.parse().expect("--connects N")),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per run of `faults --faults stop`: the 90 % mark, the ok/s of the second
+"""Per run of `faults --faults stop` (or `none`, the control): the 90 % mark, the ok/s of the second
 before the fault and of the last second, and (main's --timeline runs) when
 our pool was full. Usage: summarise.py FILE..."""
 import re, sys
@@ -7,7 +7,7 @@ import re, sys
 for path in sys.argv[1:]:
     rows, fulls = [], []
     for line in open(path):
-        if line.startswith("| stop"):
+        if line.startswith("| stop") or line.startswith("| no fault"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             rows.append((cells[1], cells[5], cells[6]))
         m = re.search(r"full \(16 open\) from (.*)", line)
