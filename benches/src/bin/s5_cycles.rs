@@ -14,7 +14,8 @@
 //!
 //! TASKS (third argument, default 16) tasks on a current-thread runtime
 //! loop over a pool of 16 connections, opened before the counted function
-//! starts. One worker, so nothing is counted twice for cache lines two
+//! starts; the fourth argument, `on` or `off` (the default), is S5's
+//! validation at every checkout. One worker, so nothing is counted twice for cache lines two
 //! workers share; the server is not under valgrind, so the client is
 //! what waits. The network still decides how often a socket is polled
 //! before its answer is there: repeat a count to see its spread (a few
@@ -62,11 +63,16 @@ fn main() {
             _ => fail(&format!("tasks {s:?}: a number in 1..=1024")),
         },
     };
+    let validate = match args.next().as_deref() {
+        None | Some("off") => false,
+        Some("on") => true,
+        Some(s) => fail(&format!("validation {s:?}: on or off")),
+    };
     let spec = DbSpec {
         url: std::env::var("DATABASE_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
         max_size: POOL,
-        validate: false,
+        validate,
         acquire_timeout: Duration::from_secs(30),
     };
     let rt = current_thread();

@@ -87,6 +87,16 @@ where
     }
 }
 
+/// The service: `GET /` runs `SELECT 1` through `pool` and answers `1`
+/// (503 when no connection came, 500 when the query failed).
+pub fn router<P>(pool: P) -> Router
+where
+    P: Contestant,
+    P::Conn: Select1,
+{
+    Router::new().route("/", get(handle::<P>)).with_state(pool)
+}
+
 /// Whether `wrk` is on the PATH.
 pub fn wrk_available() -> bool {
     std::process::Command::new("wrk")
@@ -95,6 +105,105 @@ pub fn wrk_available() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok()
+}
+
+/// A load of exactly `n` requests (`GET /`) over `conns` keep-alive
+/// connections to `127.0.0.1:port`, each connection waiting for its
+/// answer before it sends the next; for counts per request, where wrk's
+/// load by time cannot say how many were served (`s7_cycles`).
+///
+/// # Errors
+///
+/// The first failure: a connection refused or closed, an answer that is
+/// not a 200 or cannot be read, or fewer requests than connections.
+///
+/// # Cancel safety
+///
+/// Dropping the future closes the connections; the requests sent so far
+/// may or may not have been answered.
+pub async fn fixed_requests(port: u16, n: u64, conns: u64) -> Result<(), String> {
+    if conns == 0 || n < conns {
+        return Err(format!(
+            "{n} requests cannot be split over {conns} connections"
+        ));
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..conns {
+        // The first `n % conns` connections send one more.
+        let count = n / conns + u64::from(i < n % conns);
+        set.spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            stream.set_nodelay(true).map_err(|e| e.to_string())?;
+            requests(&mut stream, count).await
+        });
+    }
+    let mut first_error = None;
+    while let Some(done) = set.join_next().await {
+        if let Err(e) = done.map_err(|e| e.to_string()).and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// `count` requests in turn over one connection.
+async fn requests<S>(stream: &mut S, count: u64) -> Result<(), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+    let mut buf = Vec::with_capacity(512);
+    for _ in 0..count {
+        stream
+            .write_all(REQUEST)
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        read_response(stream, &mut buf).await?;
+    }
+    Ok(())
+}
+
+/// Reads one response whole (head, then `content-length` bytes of body)
+/// and checks it is a 200; bytes after it stay in `buf`.
+async fn read_response<S>(stream: &mut S, buf: &mut Vec<u8>) -> Result<(), String>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..end]).map_err(|e| format!("head: {e}"))?;
+            let status = head.lines().next().unwrap_or("");
+            if !status.starts_with("HTTP/1.1 200") {
+                return Err(format!("answer: {status}"));
+            }
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .ok_or("answer without a content-length")?;
+            let whole = end + 4 + length;
+            if buf.len() >= whole {
+                buf.drain(..whole);
+                return Ok(());
+            }
+        }
+        let mut chunk = [0u8; 512];
+        let read = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if read == 0 {
+            return Err("the service closed the connection".to_owned());
+        }
+        buf.extend_from_slice(&chunk[..read]);
+    }
 }
 
 /// What wrk reports for one load.
@@ -210,9 +319,7 @@ where
     if let Err(e) = prewarm(&pool, s.pool_size).await {
         return vec![(0, Err(format!("warm-up: {e}")))];
     }
-    let app = Router::new()
-        .route("/", get(handle::<P>))
-        .with_state(pool.clone());
+    let app = router(pool.clone());
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
         Err(e) => return vec![(0, Err(e.to_string()))],
@@ -324,6 +431,66 @@ pub fn run(kinds: &[DbKind], s: &HttpSettings) -> Vec<HttpRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two answers in one write, then one in three pieces, are read one
+    /// by one; a 503 is an error naming its status line, and a closed
+    /// connection one saying so.
+    #[tokio::test]
+    async fn fixed_requests_read_whole_answers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const OK: &str =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nContent-Length: 1\r\n\r\n1";
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        let serve = tokio::spawn(async move {
+            let (mut seen, mut answered) = (Vec::new(), 0);
+            let mut got = [0u8; 256];
+            while answered < 4 {
+                let n = server.read(&mut got).await.expect("read");
+                if n == 0 {
+                    return;
+                }
+                seen.extend_from_slice(&got[..n]);
+                let asked = seen.windows(4).filter(|w| w == b"\r\n\r\n").count();
+                while answered < asked {
+                    answered += 1;
+                    match answered {
+                        // The first request gets the first two answers.
+                        1 => server.write_all(format!("{OK}{OK}").as_bytes()).await,
+                        2 => Ok(()),
+                        3 => {
+                            for part in [&OK[..10], &OK[10..40], &OK[40..]] {
+                                server.write_all(part.as_bytes()).await.expect("write");
+                                tokio::task::yield_now().await;
+                            }
+                            Ok(())
+                        }
+                        _ => server
+                            .write_all(
+                                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
+                            )
+                            .await,
+                    }
+                    .expect("write");
+                }
+            }
+        });
+        // An answer lost from the buffer would leave the client waiting.
+        tokio::time::timeout(Duration::from_secs(5), requests(&mut client, 3))
+            .await
+            .expect("three answers in time")
+            .expect("three whole answers");
+        let err = requests(&mut client, 1).await.expect_err("a 503");
+        assert!(err.contains("503"), "{err}");
+        serve.await.expect("server");
+        let err = requests(&mut client, 1).await.expect_err("closed");
+        assert!(err.contains("closed") || err.contains("write"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn fixed_requests_refuse_fewer_requests_than_connections() {
+        let err = fixed_requests(1, 3, 4).await.expect_err("3 over 4");
+        assert!(err.contains("cannot be split"), "{err}");
+    }
 
     #[test]
     fn reads_wrk_output() {
