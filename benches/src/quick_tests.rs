@@ -100,6 +100,7 @@ fn quick_scenarios_run_and_report() {
                 duration: Duration::from_millis(50),
                 grace: Duration::from_secs(2),
                 repeats: 1,
+                rate: None,
             },
         );
         assert!(report.s5.iter().all(|r| r.errors == 0), "{:?}", report.s5);

@@ -66,6 +66,14 @@ pub struct LoadSpec {
     pub grace: Duration,
     /// Record each acquire wait and each whole cycle (get + work)?
     pub record: bool,
+    /// Each task starts a cycle at most once per `pace` (its starts are
+    /// due at fixed steps from its first, the tasks' first ones spread
+    /// over one pace; one that falls behind starts the next cycle at once,
+    /// so the rate stays the target), or `None` for back to back. tokio's
+    /// timer has millisecond steps, so the starts come in groups at each
+    /// millisecond tick (every task at once when the pace is 1 ms or
+    /// under), whatever the pool.
+    pub pace: Option<Duration>,
 }
 
 /// What a run measured.
@@ -141,9 +149,14 @@ where
             counts.clone(),
             start_gate.clone(),
         );
-        let (cap, record) = (spec.max_cycles_per_task, spec.record);
+        let (cap, record, pace, tasks) =
+            (spec.max_cycles_per_task, spec.record, spec.pace, spec.tasks);
         set.spawn(async move {
             gate.wait().await;
+            // Task `i` of `n` is due first at `i / n` of a pace, so the
+            // tasks' starts are spread over it rather than all at once.
+            let mut due = tokio::time::Instant::now()
+                + pace.map_or(Duration::ZERO, |p| p.mul_f64(i as f64 / tasks as f64));
             let mut r = TaskResult {
                 waits: Vec::new(),
                 cycles: Vec::new(),
@@ -151,6 +164,15 @@ where
             };
             let mut done = 0u64;
             while done < cap && !stop.load(Ordering::Relaxed) {
+                if let Some(pace) = pace {
+                    tokio::time::sleep_until(due).await;
+                    due += pace;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+                // A paced cycle is timed from when it starts, not from
+                // when it was due.
                 let t0 = record.then(Instant::now);
                 let mut guard = match pool.get().await {
                     Ok(g) => g,
@@ -339,6 +361,31 @@ mod tests {
         assert!(parse_workers("0").is_err());
         assert!(parse_workers("two").is_err());
         assert!(parse_workers("").is_err());
+    }
+
+    /// On the paused clock every sleep ends exactly when due, so a paced
+    /// run's counts are exact: each task starts once at its first due
+    /// time and once per pace after it, up to the stop.
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_run_starts_each_task_once_per_pace() {
+        let pool = crate::pools::noop::Floor::build(&crate::fake::FakeSpec::noop(2)).await;
+        let spec = |pace| LoadSpec {
+            tasks: 4,
+            duration: Duration::from_millis(99),
+            max_cycles_per_task: 1_000,
+            grace: Duration::from_secs(1),
+            record: true,
+            pace,
+        };
+        let paced = run_load(&pool, YieldOnce, &spec(Some(Duration::from_millis(10)))).await;
+        assert!(!paced.stuck);
+        // Task i is due at i * 2.5 ms, then every 10 ms: ten starts each
+        // before the stop at 99 ms (the last at 90-97.5 ms).
+        assert_eq!(paced.per_task, vec![10; 4], "{:?}", paced.per_task);
+        assert_eq!(paced.cycles_ns.len(), 40);
+        // Unpaced, the tasks run until the cap.
+        let free = run_load(&pool, YieldOnce, &spec(None)).await;
+        assert_eq!(free.per_task, vec![1_000; 4]);
     }
 
     #[test]

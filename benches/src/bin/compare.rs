@@ -310,6 +310,7 @@ fn main() {
             duration: secs(1.0, 0.3),
             grace: Duration::from_secs(3),
             repeats,
+            rate: None,
         };
         report.s5 = db::run(&DbKind::ALL, &s);
         checkpoint(&mut report);

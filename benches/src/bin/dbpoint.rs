@@ -3,19 +3,27 @@
 //! tokio-postgres managers and the target to put under a profiler.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin dbpoint -- [TASKS] [SECONDS] [REPEATS] [POOLS] [VALIDATION]
+//! cargo run --release -p pool-benches --bin dbpoint -- [TASKS] [SECONDS] [REPEATS] [POOLS] [VALIDATION] [RATE]
 //! # ours over PostgresManager against the two peers, 256 tasks, 1 s runs, 3 repeats, validation off
 //! target/release/dbpoint 256 1 3 ours-mgr,deadpool-pg,bb8-pg off
 //! # one contestant for 10 s, to record with `perf record -g`
 //! target/release/dbpoint 256 10 1 ours-mgr off
+//! # latency at equal throughput: every contestant held to 16 000 queries/s
+//! target/release/dbpoint 16 2 5 ours-sqlx,sqlx off 16000
 //! ```
 //!
 //! POOLS: `ours-tp` (the benches' minimal local manager), `ours-mgr`
 //! (pool-core's `PostgresManager`), `deadpool-pg`, `bb8-pg`, `ours-sqlx`,
 //! `sqlx`. VALIDATION: `off`, `on` or `both` (default `off`). The database
 //! is `DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/test`.
-//! Prints each run's queries per second, p99 and the load average before
-//! it, then the medians and each contestant's ratio to the best peer.
+//! RATE (queries per second for all tasks together, default 0: none)
+//! paces each task to `TASKS / RATE` between the starts of its cycles, so
+//! the contestants' latencies can be compared at one throughput rather
+//! than each at its own; a contestant that cannot keep up reads below the
+//! rate. A cycle is timed from when it starts, not from when it was due.
+//! Prints each run's queries per second, p50, p99, p99.9 and the load
+//! average before it, then the medians (latencies too) and each
+//! contestant's throughput over the best peer's.
 
 use std::time::Duration;
 
@@ -54,6 +62,11 @@ fn main() {
             })
             .collect(),
     };
+    let rate = num(5, 0.0);
+    if !(rate.is_finite() && rate >= 0.0) {
+        fail("rate must be 0 (none) or a positive number of queries per second");
+    }
+    let rate = (rate > 0.0).then_some(rate);
     let validate = match args.get(4).map(String::as_str) {
         None | Some("off") => vec![false],
         Some("on") => vec![true],
@@ -73,6 +86,7 @@ fn main() {
         duration: Duration::from_secs_f64(secs),
         grace: Duration::from_secs(3),
         repeats,
+        rate,
     };
     for &v in &validate {
         let spec = DbSpec {
@@ -82,21 +96,30 @@ fn main() {
             acquire_timeout: Duration::from_secs(30),
         };
         let mut qps = vec![Vec::new(); kinds.len()];
+        let mut lat: Vec<[Vec<f64>; 3]> = vec![Default::default(); kinds.len()];
         for r in 0..repeats {
             for (i, &kind) in kinds.iter().enumerate() {
                 let before = load();
                 let m = run_once(kind, &spec, tasks, &s);
                 println!(
-                    "tasks={tasks} validation={} run {r} {:<24} {:>8.0} qps  p99 {:>7.0} µs  jain {:.3}  errors {}  load {before}{}",
+                    "tasks={tasks} validation={} run {r} {:<24} {:>8.0} qps  p50 {:>6.0} p99 {:>7.0} p99.9 {:>7.0} µs  jain {:.3}  errors {}  load {before}{}",
                     if v { "on" } else { "off" },
                     kind.label(),
                     m.qps,
+                    m.latency_us[0],
                     m.latency_us[1],
+                    m.p999_us,
                     m.jain,
                     m.errors,
                     m.first_error.map(|e| format!("  ({e})")).unwrap_or_default()
                 );
                 qps[i].push(m.qps);
+                for (l, x) in lat[i]
+                    .iter_mut()
+                    .zip([m.latency_us[0], m.latency_us[1], m.p999_us])
+                {
+                    l.push(x);
+                }
             }
         }
         let medians: Vec<f64> = qps.iter().map(|q| median(q)).collect();
@@ -106,16 +129,19 @@ fn main() {
             .filter(|(k, _)| !k.is_ours())
             .map(|(_, &m)| m)
             .fold(0.0_f64, f64::max);
-        for (kind, m) in kinds.iter().zip(&medians) {
+        for ((kind, m), l) in kinds.iter().zip(&medians).zip(&lat) {
             let vs = if kind.is_ours() && best_peer > 0.0 {
                 format!("  {:.2}× best peer", m / best_peer)
             } else {
                 String::new()
             };
             println!(
-                "median tasks={tasks} validation={} {:<24} {m:>8.0} qps{vs}",
+                "median tasks={tasks} validation={} {:<24} {m:>8.0} qps  p50 {:>6.0} p99 {:>7.0} p99.9 {:>7.0} µs{vs}",
                 if v { "on" } else { "off" },
-                kind.label()
+                kind.label(),
+                median(&l[0]),
+                median(&l[1]),
+                median(&l[2]),
             );
         }
     }

@@ -79,6 +79,7 @@ fn main() {
         max_cycles_per_task: 100_000_000,
         grace: Duration::from_secs(5),
         record: false,
+        pace: None,
     };
     for &w in &workers {
         run_point(&kinds, pool_size, w, repeats, &spec);

@@ -134,6 +134,7 @@ pub fn run(kinds: &[Kind], s: &LoadSettings) -> Vec<LoadRow> {
             max_cycles_per_task: 10_000_000,
             grace: s.grace,
             record: s.record,
+            pace: None,
         };
         let mut outs: Vec<Vec<LoadOutcome>> = vec![Vec::new(); kinds.len()];
         for _ in 0..s.repeats {

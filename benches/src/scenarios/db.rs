@@ -139,6 +139,10 @@ pub struct DbSettings {
     pub grace: Duration,
     /// Repeats of every point (medians reported).
     pub repeats: usize,
+    /// A target rate for all tasks together, queries per second (each
+    /// task paced at `tasks / rate`), to compare latencies at equal
+    /// throughput; `None` runs every task back to back (S5).
+    pub rate: Option<f64>,
 }
 
 /// One database contestant at one point.
@@ -174,6 +178,8 @@ pub struct Measured {
     pub qps: f64,
     /// Latency p50 / p99 / max, µs.
     pub latency_us: [f64; 3],
+    /// Latency p99.9, µs.
+    pub p999_us: f64,
     /// Jain's index.
     pub jain: f64,
     /// Errors.
@@ -195,6 +201,7 @@ where
         return Measured {
             qps: 0.0,
             latency_us: [0.0; 3],
+            p999_us: 0.0,
             jain: 0.0,
             errors: 1,
             first_error: Some(format!("warm-up: {e}")),
@@ -207,13 +214,20 @@ where
         max_cycles_per_task: 10_000_000,
         grace: s.grace,
         record: true,
+        pace: s
+            .rate
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| Duration::from_secs_f64(tasks as f64 / r)),
     };
     let mut out = run_load(pool, Query, &spec).await;
+    // Sorts the samples, so the quantile after it reads them in order.
     let [p50, p99, max] = stats::summary(&mut out.cycles_ns);
+    let p999 = stats::quantile(&out.cycles_ns, 0.999);
     let us = [p50 as f64 / 1e3, p99 as f64 / 1e3, max as f64 / 1e3];
     Measured {
         qps: out.rate(),
         latency_us: us,
+        p999_us: p999 as f64 / 1e3,
         jain: out.jain(),
         errors: out.errors,
         first_error: out.first_error,
@@ -252,6 +266,7 @@ pub fn run_once(kind: DbKind, spec: &DbSpec, tasks: usize, s: &DbSettings) -> Me
     got.unwrap_or_else(|e| Measured {
         qps: 0.0,
         latency_us: [0.0; 3],
+        p999_us: 0.0,
         jain: 0.0,
         errors: 1,
         first_error: Some(e),

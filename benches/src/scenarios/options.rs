@@ -132,6 +132,7 @@ pub fn run(s: &OptionSettings) -> Vec<OptionRow> {
                 max_cycles_per_task: 10_000_000,
                 grace: Duration::from_secs(2),
                 record: false,
+                pace: None,
             };
             let out = rt.block_on(async {
                 let pool = build(&spec, opts, &recorder);
