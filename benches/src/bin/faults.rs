@@ -13,8 +13,13 @@
 //! cargo run --release -p pool-benches --bin faults -- [--quick]
 //!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9,none]
 //!     [--repeats N] [--connects N] [--reconnects N] [--connect-delay-ms N]
-//!     [--timeline] [--server-cpus LIST]
+//!     [--timeline] [--server-cpus LIST] [--sqlx-simple]
 //! ```
+//!
+//! `--sqlx-simple` makes the sqlx contestants send their `SELECT 1` as a
+//! simple query, as the tokio-postgres ones do, instead of sqlx's prepared
+//! statement: a restarted server runs prepared statements slower for a
+//! while, and this tells that apart from the pool.
 //!
 //! `--server-cpus LIST` starts the cluster (and restarts it after a fault)
 //! under `taskset -c LIST`, so that its processes stay on those cores; run
@@ -182,12 +187,17 @@ enum AnyPool {
 }
 
 /// What the command line sets for every run: our pool's connect bounds,
-/// and the delaying proxy in front of every pool.
+/// the delaying proxy in front of every pool, and how the sqlx
+/// contestants send their query.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {
     connects: Option<u32>,
     reconnects: Option<u32>,
     connect_delay: Option<Duration>,
+    /// `--sqlx-simple`: the sqlx contestants send `SELECT 1` as a simple
+    /// query (`sqlx::raw_sql`), as the tokio-postgres ones do, instead of
+    /// a prepared statement.
+    sqlx_simple: bool,
 }
 
 impl AnyPool {
@@ -277,7 +287,7 @@ impl AnyPool {
 
     /// One checkout and `SELECT 1`: the outcome and when the connection was
     /// handed out.
-    async fn op(&self) -> (Outcome, Option<Instant>) {
+    async fn op(&self, sqlx_simple: bool) -> (Outcome, Option<Instant>) {
         match self {
             AnyPool::Ours(p) => match p.get().await {
                 Err(e) if e.is_timeout() => (Outcome::GetTimeout, None),
@@ -296,8 +306,7 @@ impl AnyPool {
                 Err(_) => (Outcome::GetError, None),
                 Ok(mut c) => {
                     let got = Instant::now();
-                    let ok = sqlx::query("SELECT 1").execute(&mut *c).await.is_ok();
-                    (query_outcome(ok), Some(got))
+                    (sqlx_select1(&mut c, sqlx_simple).await, Some(got))
                 }
             },
             AnyPool::Deadpool(p) => match p.get().await {
@@ -327,8 +336,7 @@ impl AnyPool {
                 Err(_) => (Outcome::GetError, None),
                 Ok(mut c) => {
                     let got = Instant::now();
-                    let ok = sqlx::query("SELECT 1").execute(&mut *c).await.is_ok();
-                    (query_outcome(ok), Some(got))
+                    (sqlx_select1(&mut c, sqlx_simple).await, Some(got))
                 }
             },
         }
@@ -362,6 +370,17 @@ fn query_outcome(ok: bool) -> Outcome {
     } else {
         Outcome::QueryError
     }
+}
+
+/// `SELECT 1` on a sqlx connection: prepared (sqlx's default), or as a
+/// simple query.
+async fn sqlx_select1(conn: &mut sqlx::PgConnection, simple: bool) -> Outcome {
+    let ok = if simple {
+        sqlx::raw_sql("SELECT 1").execute(&mut *conn).await.is_ok()
+    } else {
+        sqlx::query("SELECT 1").execute(&mut *conn).await.is_ok()
+    };
+    query_outcome(ok)
 }
 
 /// Runs the load, applies `fault` after [`BEFORE`], keeps going for
@@ -424,9 +443,10 @@ async fn run(
                 let mut ops = Vec::new();
                 while !stop.load(Ordering::Relaxed) && ops.len() < MAX_OPS_PER_TASK {
                     let start = Instant::now();
-                    let (outcome, got) = tokio::time::timeout(OP_BOUND, pool.op())
-                        .await
-                        .unwrap_or((Outcome::OverBound, None));
+                    let (outcome, got) =
+                        tokio::time::timeout(OP_BOUND, pool.op(connects.sqlx_simple))
+                            .await
+                            .unwrap_or((Outcome::OverBound, None));
                     ops.push(Op {
                         start,
                         got,
@@ -655,6 +675,7 @@ async fn main() {
         reconnects: value("--reconnects").map(|v| v.parse().expect("--reconnects N")),
         connect_delay: value("--connect-delay-ms")
             .map(|v| Duration::from_millis(v.parse().expect("--connect-delay-ms N"))),
+        sqlx_simple: args.iter().any(|a| a == "--sqlx-simple"),
     };
     let wanted = |chosen: &Option<Vec<String>>, key: &str| {
         chosen.as_ref().is_none_or(|c| c.iter().any(|k| k == key))
