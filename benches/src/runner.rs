@@ -153,7 +153,7 @@ where
             (spec.max_cycles_per_task, spec.record, spec.pace, spec.tasks);
         set.spawn(async move {
             gate.wait().await;
-            // Task `i` of `n` is due first at `i / n` of a pace, so the
+            // Task `i` of `tasks` is due first at `i / tasks` of a pace, so the
             // tasks' starts are spread over it rather than all at once.
             let mut due = tokio::time::Instant::now()
                 + pace.map_or(Duration::ZERO, |p| p.mul_f64(i as f64 / tasks as f64));
