@@ -134,8 +134,7 @@ fn main() -> Result<(), BoxError> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(2000);
     let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(7);
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = pool_benches::scenarios::db::database_url();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

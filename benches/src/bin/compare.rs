@@ -60,8 +60,7 @@ fn parse_args() -> Result<Args, String> {
     let mut out = None;
     let (mut workers, mut pools, mut points, mut repeats) = (None, None, None, None);
     let mut wrk_cpus = None;
-    let mut db = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let mut db = pool_benches::scenarios::db::database_url();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {

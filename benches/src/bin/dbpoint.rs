@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use pool_benches::pools::pg::DbSpec;
-use pool_benches::scenarios::db::{run_once, DbKind, DbSettings};
+use pool_benches::scenarios::db::{database_url, run_once, DbKind, DbSettings};
 use pool_benches::stats::median;
 
 fn load() -> String {
@@ -57,9 +57,7 @@ fn main() {
         None => vec![DbKind::OursPgManager, DbKind::DeadpoolPg, DbKind::Bb8Pg],
         Some(list) => list
             .split(',')
-            .map(|n| {
-                DbKind::from_short(n.trim()).unwrap_or_else(|| fail(&format!("unknown pool {n:?}")))
-            })
+            .map(|n| DbKind::from_short(n.trim()).unwrap_or_else(|e| fail(&e)))
             .collect(),
     };
     let rate = num(5, 0.0);
@@ -76,8 +74,7 @@ fn main() {
     if tasks == 0 || !(0.05..=60.0).contains(&secs) {
         fail("tasks must be positive, seconds within 0.05..=60");
     }
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = database_url();
     let s = DbSettings {
         url: url.clone(),
         pool_size: 16,

@@ -28,7 +28,7 @@ use std::time::Duration;
 use pool_benches::contestant::Contestant;
 use pool_benches::pools::pg::{DbSpec, Select1};
 use pool_benches::runner::current_thread;
-use pool_benches::scenarios::db::DbKind;
+use pool_benches::scenarios::db::{database_url, DbKind};
 use pool_benches::scenarios::spike::prewarm;
 use pool_benches::with_db_pool;
 
@@ -50,11 +50,7 @@ fn main() {
     };
     let kind = match args.next() {
         None => DbKind::OursPgManager,
-        Some(s) => DbKind::from_short(&s).unwrap_or_else(|| {
-            fail(&format!(
-                "unknown pool {s:?}: ours-tp, ours-mgr, deadpool-pg, bb8-pg, ours-sqlx or sqlx"
-            ))
-        }),
+        Some(s) => DbKind::from_short(&s).unwrap_or_else(|e| fail(&e)),
     };
     let tasks: u64 = match args.next() {
         None => 16,
@@ -69,8 +65,7 @@ fn main() {
         Some(s) => fail(&format!("validation {s:?}: on or off")),
     };
     let spec = DbSpec {
-        url: std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
+        url: database_url(),
         max_size: POOL,
         validate,
         acquire_timeout: Duration::from_secs(30),

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use pool_benches::contestant::Contestant;
 use pool_benches::pools::pg::{DbSpec, Select1};
 use pool_benches::runner::multi_thread;
-use pool_benches::scenarios::db::DbKind;
-use pool_benches::scenarios::http::{fixed_requests, router};
+use pool_benches::scenarios::db::{database_url, DbKind};
+use pool_benches::scenarios::http::{fixed_requests, Service};
 use pool_benches::scenarios::spike::prewarm;
 use pool_benches::with_db_pool;
 
@@ -75,11 +75,7 @@ fn main() {
     let n: u64 = number(args.next(), 4000, "requests");
     let kind = match args.next() {
         None => DbKind::OursPgManager,
-        Some(s) => DbKind::from_short(&s).unwrap_or_else(|| {
-            fail(&format!(
-                "unknown pool {s:?}: ours-tp, ours-mgr, deadpool-pg, bb8-pg, ours-sqlx or sqlx"
-            ))
-        }),
+        Some(s) => DbKind::from_short(&s).unwrap_or_else(|e| fail(&e)),
     };
     let conns: u64 = number(args.next(), 16, "connections");
     if !(1..=1024).contains(&conns) || n < conns {
@@ -92,8 +88,7 @@ fn main() {
         fail(&format!("workers {workers}: a number in 1..=64"));
     }
     let spec = DbSpec {
-        url: std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
+        url: database_url(),
         max_size: POOL,
         validate: false,
         acquire_timeout: Duration::from_secs(30),
@@ -124,29 +119,9 @@ where
     P: Contestant,
     P::Conn: Select1,
 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("bind: {e}"))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| format!("bind: {e}"))?
-        .port();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router(pool))
-            .with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
-    let got = counted(port, n, conns).await;
-    let _ = stop_tx.send(());
-    if tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .is_err()
-    {
-        eprintln!("the service did not stop within 5 s");
-    }
+    let service = Service::start(pool).await?;
+    let got = counted(service.port, n, conns).await;
+    service.stop().await;
     got
 }
 

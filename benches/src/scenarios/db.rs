@@ -73,17 +73,32 @@ impl DbKind {
 
     /// From a short name: `ours-tp`, `ours-mgr`, `deadpool-pg`, `bb8-pg`,
     /// `ours-sqlx`, `sqlx`.
-    pub fn from_short(name: &str) -> Option<Self> {
-        Some(match name {
+    ///
+    /// # Errors
+    ///
+    /// Any other name, with the text naming the six.
+    pub fn from_short(name: &str) -> Result<Self, String> {
+        Ok(match name {
             "ours-tp" => DbKind::OursTp,
             "ours-mgr" => DbKind::OursPgManager,
             "deadpool-pg" => DbKind::DeadpoolPg,
             "bb8-pg" => DbKind::Bb8Pg,
             "ours-sqlx" => DbKind::OursSqlx,
             "sqlx" => DbKind::SqlxPool,
-            _ => return None,
+            _ => {
+                return Err(format!(
+                "unknown pool {name:?}: ours-tp, ours-mgr, deadpool-pg, bb8-pg, ours-sqlx or sqlx"
+            ))
+            }
         })
     }
+}
+
+/// The database of the benches' binaries: `DATABASE_URL`, else the local
+/// server's `postgres://postgres@127.0.0.1:5432/test`.
+pub fn database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
 /// Runs `$body` with `$pool` bound to a database pool of `$kind`, or

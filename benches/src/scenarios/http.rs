@@ -89,12 +89,65 @@ where
 
 /// The service: `GET /` runs `SELECT 1` through `pool` and answers `1`
 /// (503 when no connection came, 500 when the query failed).
-pub fn router<P>(pool: P) -> Router
+fn router<P>(pool: P) -> Router
 where
     P: Contestant,
     P::Conn: Select1,
 {
     Router::new().route("/", get(handle::<P>)).with_state(pool)
+}
+
+/// [`router`] served on a port of 127.0.0.1 of its own, until
+/// [`stop`](Self::stop).
+#[derive(Debug)]
+pub struct Service {
+    /// Where it listens.
+    pub port: u16,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Service {
+    /// Binds a free port and starts serving `pool`'s service on the
+    /// current runtime.
+    ///
+    /// # Errors
+    ///
+    /// The port could not be bound.
+    pub async fn start<P>(pool: P) -> Result<Self, String>
+    where
+        P: Contestant,
+        P::Conn: Select1,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("bind: {e}"))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("bind: {e}"))?
+            .port();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router(pool))
+                .with_graceful_shutdown(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        });
+        Ok(Self { port, stop, server })
+    }
+
+    /// Stops serving: lets the requests in flight finish, waiting up to
+    /// 5 s (and saying so on stderr when that was not enough).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        if tokio::time::timeout(Duration::from_secs(5), self.server)
+            .await
+            .is_err()
+        {
+            eprintln!("S7: the service did not stop within 5 s");
+        }
+    }
 }
 
 /// Whether `wrk` is on the PATH.
@@ -319,20 +372,11 @@ where
     if let Err(e) = prewarm(&pool, s.pool_size).await {
         return vec![(0, Err(format!("warm-up: {e}")))];
     }
-    let app = router(pool.clone());
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => return vec![(0, Err(e.to_string()))],
+    let service = match Service::start(pool.clone()).await {
+        Ok(s) => s,
+        Err(e) => return vec![(0, Err(e))],
     };
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let port = service.port;
     let mut results = Vec::new();
     for &c in &s.connections {
         let before = probe().await;
@@ -346,13 +390,7 @@ where
             }),
         ));
     }
-    let _ = stop_tx.send(());
-    if tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .is_err()
-    {
-        eprintln!("S7: server did not stop within 5 s");
-    }
+    service.stop().await;
     pool.shutdown().await;
     results
 }
