@@ -35,10 +35,31 @@
 //! `hostRecheckSeconds`; 10 seconds by default), and at once when a
 //! checkout finds no host of the role it wants or a connection sees its
 //! server change, at most once per
-//! [`recheck_gap`](HostPoolBuilder::recheck_gap) (100 ms by default). After
-//! a failover (the primary stops, a standby is promoted), writes fail fast
-//! with [`HostPoolError::NoHost`] until a check sees the promoted server
-//! writable, then go there; reads go on to the standbys throughout.
+//! [`recheck_gap`](HostPoolBuilder::recheck_gap) (100 ms by default). Each
+//! host is checked by a task of its own, on its own timer, and what a check
+//! finds is published as soon as it is known: a host that accepts
+//! connections and never answers delays no check of another host. Each
+//! check (its connect and its query together) is bounded by the pool
+//! config's `connect_timeout`, and never by more than the recheck
+//! interval; a host that does not answer within it is marked down and its
+//! connections are retired (they may sit on sockets that will never
+//! answer), and it is checked again an interval after the last check
+//! began. So a host that answers again is seen up within two recheck
+//! intervals, as long as the pool config's `connect_timeout` is shorter
+//! than the interval: the connects a check started to a host that accepts
+//! connections and never answers are the pool's, and hold its connect
+//! places until their own `connect_timeout` (while they do, the pool fails
+//! a new checkout fast); with a `connect_timeout` as long as the interval
+//! or longer (the defaults are both 10 seconds), the bound is one interval
+//! plus that timeout.
+//!
+//! After a failover (the primary stops, a standby is promoted), writes fail
+//! fast with [`HostPoolError::NoHost`] until a check sees the promoted
+//! server writable, then go there; reads go on to the standbys throughout.
+//!
+//! The checking tasks run on the tokio runtime of the build, and are started
+//! again on the runtime of the next checkout when that one has ended (a
+//! host pool in a `static` used by several `#[tokio::test]`s).
 //!
 //! # Events
 //!
@@ -86,6 +107,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::time::Instant;
 
 use pool_api::{
     async_trait, ConfigError, Holder, ManageConnection, PoolConfig, PoolError, PoolState,
@@ -99,6 +121,7 @@ pub use role::{LoadBalanceHosts, ServerRole, SessionTarget, UnknownSessionTarget
 
 use crate::{Pool, PooledConnection};
 use registry::Registry;
+use role::Schedule;
 
 /// The role query for servers that do not report their role at startup.
 pub(crate) const ROLE_SQL: &str =
@@ -420,6 +443,9 @@ impl<E> From<HostConfigError> for HostPoolError<E> {
     }
 }
 
+/// Each host that did not answer, with its error as text.
+type HostErrors = Vec<(Arc<str>, String)>;
+
 /// Each host's `host:port` name and manager, or why they could not be made.
 type NamedManagers<M> = Result<Vec<(Arc<str>, M)>, HostConfigError>;
 
@@ -517,7 +543,14 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     /// runs one query on one of the host's pooled connections (an idle
     /// one, else a new one; none while every connection is in use), so a
     /// reachable host keeps at least one connection open while checks
-    /// run more often than the pool's `idle_timeout`.
+    /// run more often than the pool's `idle_timeout`. A check, connect and
+    /// query together, has the pool config's `connect_timeout` to answer,
+    /// but never more than this interval: a host that takes longer than
+    /// the interval to connect is marked down by its checks (its own
+    /// checkouts still connect with the full `connect_timeout`). With a
+    /// `connect_timeout` shorter than this interval, a host that answers
+    /// again is seen up within two intervals (see the
+    /// [module docs](self#roles-and-rechecks)).
     #[must_use]
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_interval = interval;
@@ -534,15 +567,20 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     }
 
     /// Builds one pool per host (lazily: none connects before the first
-    /// check), checks every host's role once, and starts the background
-    /// rechecks on the current tokio runtime.
+    /// check), starts each host's background checks on the current tokio
+    /// runtime, and returns as soon as a writable host is known, or else
+    /// once every host's first check has ended. A host that accepts
+    /// connections and never answers does not hold the build up while
+    /// another host is writable: its check goes on in the background, and
+    /// it is of unknown role (tried after the hosts known to fit) until it
+    /// ends.
     ///
     /// # Errors
     ///
     /// [`HostPoolError::Config`] for no host, mismatched ports or
     /// hostaddrs, a zero recheck setting, manager settings its `check` refuses,
     /// or a pool config that refuses the `host` label;
-    /// [`HostPoolError::Unreachable`] when no host answered the first check.
+    /// [`HostPoolError::Unreachable`] when no host answered its first check.
     ///
     /// # Panics
     ///
@@ -584,27 +622,48 @@ impl<M: HostBackend> HostPoolBuilder<M> {
             };
             pools.push(Pool::new_lazy(manager, pool_config));
         }
+        let schedule = Schedule::new(
+            self.recheck_interval,
+            self.recheck_gap,
+            self.pool_config.connect_timeout(),
+        );
         let inner = Arc::new(Inner {
             registry,
             pools,
             read_target: self.read_target,
             load_balance: self.load_balance,
             acquire_timeout: self.pool_config.acquire_timeout(),
-            probe_timeout: self.pool_config.connect_timeout(),
+            schedule,
             closed: AtomicBool::new(false),
         });
-        let errors = inner.probe_all().await;
-        if errors.len() == inner.pools.len() {
-            inner.close().await;
-            return Err(HostPoolError::Unreachable { errors });
+        let mut progress = inner.registry.progress();
+        inner.ensure_probers();
+        // Every first check ends within its limit; the margin is for a
+        // loaded machine, and only bounds the wait if a check was lost.
+        let deadline = Instant::now() + schedule.limit() * 2 + Duration::from_secs(1);
+        loop {
+            if let Some(ready) = inner.first_checks(false) {
+                return match ready {
+                    Ok(()) => Ok(HostPool { inner }),
+                    Err(errors) => {
+                        inner.close().await;
+                        Err(HostPoolError::Unreachable { errors })
+                    }
+                };
+            }
+            // Progress is counted, never lost: a change made since the
+            // last look is seen at once.
+            if tokio::time::timeout_at(deadline, progress.changed())
+                .await
+                .is_err()
+            {
+                let Some(Err(errors)) = inner.first_checks(true) else {
+                    return Ok(HostPool { inner });
+                };
+                inner.close().await;
+                return Err(HostPoolError::Unreachable { errors });
+            }
         }
-        tokio::spawn(recheck_loop(
-            Arc::downgrade(&inner),
-            Arc::clone(&inner.registry),
-            self.recheck_interval,
-            self.recheck_gap,
-        ));
-        Ok(HostPool { inner })
     }
 }
 
@@ -615,14 +674,94 @@ struct Inner<M: HostBackend> {
     read_target: SessionTarget,
     load_balance: LoadBalanceHosts,
     acquire_timeout: Duration,
-    probe_timeout: Duration,
+    /// When each host is checked, and for how long at most.
+    schedule: Schedule,
     closed: AtomicBool,
 }
 
 impl<M: HostBackend> Drop for Inner<M> {
     fn drop(&mut self) {
-        // The rechecker holds a weak handle: wake it so it sees the end.
-        self.registry.recheck.notify_one();
+        // The probers hold weak handles: wake them so they see the end.
+        self.registry.wake_all();
+    }
+}
+
+/// Clears host `index`'s `probing` flag however its prober ends: made
+/// before the spawn and moved into the task's future, so a future dropped
+/// midway or before its first poll (its runtime shut down) clears it too,
+/// and the next checkout starts another prober.
+struct Probing {
+    registry: Arc<Registry>,
+    index: usize,
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        // Relaxed: a flag only `ensure_probers` sets and this clears; a
+        // checkout that reads it stale starts the prober at its next call.
+        self.registry.hosts[self.index]
+            .probing
+            .store(false, Ordering::Relaxed);
+    }
+}
+
+impl<M: HostBackend> Inner<M> {
+    /// Starts a prober on the current runtime for every host that has none
+    /// running (at the build; again after the runtime they ran on ended).
+    /// Outside a tokio runtime nothing starts.
+    fn ensure_probers(self: &Arc<Self>) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        for (index, host) in self.registry.hosts.iter().enumerate() {
+            // Relaxed: see `Probing`; two checkouts racing see one `false`
+            // from the swap.
+            if host.probing.load(Ordering::Relaxed) || host.probing.swap(true, Ordering::Relaxed) {
+                continue;
+            }
+            let guard = Probing {
+                registry: Arc::clone(&self.registry),
+                index,
+            };
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // The guard clears the flag.
+                return;
+            };
+            runtime.spawn(prober(
+                guard,
+                Arc::downgrade(self),
+                Arc::clone(&self.registry),
+                index,
+                self.schedule,
+            ));
+        }
+    }
+
+    /// What the build waits for: `None` while it should wait; `Ok` once a
+    /// writable host is known, or every host's first check ended with one
+    /// up; the errors when every host's first check failed. `give_up`:
+    /// the wait is over whatever is known (a host up is enough).
+    fn first_checks(&self, give_up: bool) -> Option<Result<(), HostErrors>> {
+        let n = self.pools.len();
+        let status = |i| self.registry.status(i);
+        if (0..n).any(|i| status(i).role().is_some_and(ServerRole::is_writable)) {
+            return Some(Ok(()));
+        }
+        if !give_up && !(0..n).all(|i| self.registry.was_checked(i)) {
+            return None;
+        }
+        if (0..n).any(|i| matches!(status(i), HostStatus::Up(_))) {
+            return Some(Ok(()));
+        }
+        Some(Err((0..n)
+            .map(|i| {
+                let error = self.registry.last_error(i).map_or_else(
+                    || "no answer to its first check".to_owned(),
+                    |e| e.to_string(),
+                );
+                (Arc::clone(&self.registry.hosts[i].addr), error)
+            })
+            .collect()))
     }
 }
 
@@ -688,9 +827,25 @@ impl<M: HostBackend> Inner<M> {
                 let manager = self.pools[i].manager();
                 let role = match self.registry.status(i) {
                     HostStatus::Up(role) => role,
-                    // Unknown since the checkout began: ask this connection.
-                    _ => match manager.inner.current_role(&mut conn).await {
-                        Ok(role) => {
+                    // Unknown since the checkout began: ask this
+                    // connection, within a check's limit.
+                    _ => match tokio::time::timeout_at(
+                        deadline.min(tokio::time::Instant::now() + self.schedule.limit()),
+                        manager.inner.current_role(&mut conn),
+                    )
+                    .await
+                    {
+                        Err(_) => {
+                            conn.discard();
+                            last_error = Some(no_answer(
+                                &self.pools[i],
+                                &self.registry,
+                                i,
+                                self.schedule.limit(),
+                            ));
+                            continue;
+                        }
+                        Ok(Ok(role)) => {
                             if self.registry.up(i, role) {
                                 manager.inner.retire_all();
                                 conn.discard();
@@ -698,7 +853,7 @@ impl<M: HostBackend> Inner<M> {
                             }
                             role
                         }
-                        Err(error) => {
+                        Ok(Err(error)) => {
                             self.registry.down(i, &error);
                             last_error = Some(error.to_string());
                             conn.discard();
@@ -720,7 +875,7 @@ impl<M: HostBackend> Inner<M> {
                 }
             }
         }
-        self.registry.recheck.notify_one();
+        self.registry.wake_all();
         Err(HostPoolError::NoHost {
             target,
             hosts: self.statuses(),
@@ -739,15 +894,15 @@ impl<M: HostBackend> Inner<M> {
             .collect()
     }
 
-    /// Checks every host's role at once; the errors of the hosts that did
-    /// not answer.
+    /// Checks every host's role at once, each within a check's limit; the
+    /// errors of the hosts that did not answer.
     async fn probe_all(&self) -> Vec<(Arc<str>, String)> {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, pool) in self.pools.iter().enumerate() {
             let pool = pool.clone();
             let registry = Arc::clone(&self.registry);
-            let timeout = self.probe_timeout;
-            tasks.spawn(async move { (i, probe(&pool, &registry, i, timeout).await) });
+            let limit = self.schedule.limit();
+            tasks.spawn(async move { (i, probe(&pool, &registry, i, limit).await) });
         }
         let mut errors = Vec::new();
         while let Some(done) = tasks.join_next().await {
@@ -760,7 +915,7 @@ impl<M: HostBackend> Inner<M> {
 
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.registry.recheck.notify_one();
+        self.registry.wake_all();
         for pool in &self.pools {
             pool.close().await;
         }
@@ -768,14 +923,15 @@ impl<M: HostBackend> Inner<M> {
 }
 
 /// Checks host `i`'s role on one of its pool's connections (an idle one,
-/// or a new one within `timeout`); a host whose every connection is in use
-/// is left as it is.
+/// or a new one), all within `limit`; a host whose every connection is in
+/// use is left as it is.
 async fn probe<M: HostBackend>(
     pool: &Pool<HostManager<M>>,
     registry: &Registry,
     i: usize,
-    timeout: Duration,
+    limit: Duration,
 ) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
     let mut conn = match pool.try_get() {
         Some(conn) => conn,
         None => {
@@ -783,12 +939,17 @@ async fn probe<M: HostBackend>(
             if state.in_use >= state.max_size {
                 return Ok(());
             }
-            match pool.get_timeout(timeout).await {
-                Ok(conn) => conn,
-                Err(PoolError::Timeout { state, .. }) if state.in_use >= state.max_size => {
+            // The pool's own wait is bounded by `limit` too; the outer
+            // bound also covers what it runs before it starts waiting.
+            match tokio::time::timeout_at(deadline, pool.get_timeout(limit)).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(PoolError::Timeout { state, .. })) if state.in_use >= state.max_size => {
                     return Ok(());
                 }
-                Err(e) => {
+                Ok(Err(PoolError::Timeout { .. })) | Err(_) => {
+                    return Err(no_answer(pool, registry, i, limit));
+                }
+                Ok(Err(e)) => {
                     registry.down(i, &e);
                     return Err(e.to_string());
                 }
@@ -796,39 +957,75 @@ async fn probe<M: HostBackend>(
         }
     };
     let manager = pool.manager();
-    match manager.inner.current_role(&mut conn).await {
-        Ok(role) => {
+    match tokio::time::timeout_at(deadline, manager.inner.current_role(&mut conn)).await {
+        Ok(Ok(role)) => {
             if registry.up(i, role) {
                 manager.inner.retire_all();
             }
             Ok(())
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             registry.down(i, &e);
             conn.discard();
             Err(e.to_string())
         }
+        Err(_) => {
+            // Dropped mid-query: the manager marked the connection so
+            // that its close does not wait for the answer.
+            conn.discard();
+            Err(no_answer(pool, registry, i, limit))
+        }
     }
 }
 
-/// Checks every host at each `interval`, and when woken, at most once per
-/// `gap`; ends when the host pool is dropped or closed.
-async fn recheck_loop<M: HostBackend>(
+/// Host `i` did not answer a check in time: it is down, and every
+/// connection to it is retired (idle ones now, ones in use when they come
+/// back), since they may sit on sockets that will never answer; the next
+/// check opens a new one. Returns the error, as text.
+fn no_answer<M: HostBackend>(
+    pool: &Pool<HostManager<M>>,
+    registry: &Registry,
+    i: usize,
+    limit: Duration,
+) -> String {
+    let error = format!("no answer to the role check within {limit:?}");
+    registry.down(i, &error);
+    pool.soft_evict_all();
+    error
+}
+
+/// Checks host `index` at each of its schedule's ticks, and when woken, at
+/// most once per gap; each check bounded by the schedule's limit. Ends when
+/// the host pool is dropped or closed; `_probing` clears the host's flag
+/// however it ends.
+async fn prober<M: HostBackend>(
+    _probing: Probing,
     pool: Weak<Inner<M>>,
     registry: Arc<Registry>,
-    interval: Duration,
-    gap: Duration,
+    index: usize,
+    mut schedule: Schedule,
 ) {
+    let wake = &registry.hosts[index].wake;
     loop {
-        // Woken or timed out: either way, check.
-        let _ = tokio::time::timeout(interval, registry.recheck.notified()).await;
+        let now = Instant::now();
+        let tick = schedule.next_tick(now);
+        if tick > now {
+            let asked = tokio::select! {
+                () = tokio::time::sleep_until(tick) => false,
+                () = wake.notified() => true,
+            };
+            if asked {
+                tokio::time::sleep_until(schedule.next_asked(Instant::now())).await;
+            }
+        }
         let Some(inner) = pool.upgrade() else { return };
         if inner.closed.load(Ordering::Acquire) {
             return;
         }
-        inner.probe_all().await;
+        schedule.start(Instant::now());
+        let _ = probe(&inner.pools[index], &registry, index, schedule.limit()).await;
+        registry.checked(index);
         drop(inner);
-        tokio::time::sleep(gap).await;
     }
 }
 
@@ -880,7 +1077,17 @@ impl<M: HostBackend> HostPool<M> {
         target: SessionTarget,
     ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
-        self.inner.get(target, site)
+        self.checkout(target, site)
+    }
+
+    /// Starts the probers if their runtime ended, then checks out.
+    async fn checkout(
+        &self,
+        target: SessionTarget,
+        site: &'static Location<'static>,
+    ) -> Result<HostConnection<M>, HostPoolError<M::Error>> {
+        self.inner.ensure_probers();
+        self.inner.get(target, site).await
     }
 
     /// A connection that accepts writes: [`get`](Self::get) with
@@ -898,7 +1105,7 @@ impl<M: HostBackend> HostPool<M> {
         &self,
     ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
-        self.inner.get(SessionTarget::ReadWrite, site)
+        self.checkout(SessionTarget::ReadWrite, site)
     }
 
     /// A connection for reads: [`get`](Self::get) with the read target
@@ -917,12 +1124,14 @@ impl<M: HostBackend> HostPool<M> {
         &self,
     ) -> impl Future<Output = Result<HostConnection<M>, HostPoolError<M::Error>>> + Send + '_ {
         let site = Location::caller();
-        self.inner.get(self.inner.read_target, site)
+        self.checkout(self.inner.read_target, site)
     }
 
-    /// Checks every host's role now, as the background recheck does;
-    /// returns the hosts that did not answer, with their errors.
+    /// Checks every host's role now, as the background recheck does (each
+    /// check within its limit, all at once); returns the hosts that did not
+    /// answer, with their errors.
     pub async fn recheck(&self) -> Vec<(Arc<str>, String)> {
+        self.inner.ensure_probers();
         self.inner.probe_all().await
     }
 

@@ -36,8 +36,16 @@ impl<T> HostTls for T where
 }
 
 /// Asks the server `conn` talks to for its role now.
+///
+/// # Cancel safety
+///
+/// The connection is marked abandoned until the server answers: dropped at
+/// the check's time limit (a server that stopped answering), it is closed
+/// without waiting for the answer.
 async fn query_role(conn: &PgClient) -> Result<ServerRole, PgError> {
+    conn.set_abandoned(true);
     let rows = conn.client().simple_query(ROLE_SQL).await?;
+    conn.set_abandoned(false);
     let row = rows.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((row.get(0), row.get(1))),
         _ => None,

@@ -1,13 +1,13 @@
 //! What a [`HostPool`](super::HostPool) knows about each host, and the
 //! events its changes send.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 
-use super::role::ServerRole;
+use super::role::{HostRecord, ServerRole};
 
 /// What a host pool last learnt about one host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,26 +157,36 @@ pub(super) struct HostState {
     pub(super) addr: Arc<str>,
     /// A [`HostStatus`], read without the lock on every checkout.
     status: AtomicU8,
-    /// What was last announced, and the last role seen; changed under the
-    /// lock so that events come out in the order of the changes.
-    announced: Mutex<Announced>,
+    /// What is known and was announced; changed under the lock so that
+    /// events come out in the order of the changes.
+    known: Mutex<Known>,
+    /// Wakes this host's prober: a check is asked for.
+    pub(super) wake: Notify,
+    /// A prober task is running for this host. Set by the host pool when
+    /// it spawns one; cleared by the guard in the task's future, however
+    /// the task ends (a runtime shut down drops it midway, or before its
+    /// first poll), so that the next checkout starts another.
+    pub(super) probing: AtomicBool,
+    /// A check of this host has ended (answered, failed or timed out).
+    checked: AtomicBool,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Announced {
-    status: HostStatus,
-    last_role: Option<ServerRole>,
+#[derive(Debug)]
+struct Known {
+    record: HostRecord,
+    /// The error of the last failed connect or check, as text.
+    last_error: Option<Arc<str>>,
 }
 
-/// Every host's status, the event channel, and the recheck signal.
+/// Every host's status, the event channel, and the check signals.
 #[derive(Debug)]
 pub(super) struct Registry {
     pub(super) hosts: Vec<HostState>,
     events: broadcast::Sender<HostEvent>,
     /// Whether `Unreachable` was sent and no host came up since.
     unreachable: Mutex<bool>,
-    /// Wakes the rechecker.
-    pub(super) recheck: Notify,
+    /// Counts the checks that ended, for whoever waits on the first ones.
+    progress: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -192,15 +202,18 @@ impl Registry {
                 .map(|addr| HostState {
                     addr,
                     status: AtomicU8::new(HostStatus::Unknown.to_u8()),
-                    announced: Mutex::new(Announced {
-                        status: HostStatus::Unknown,
-                        last_role: None,
+                    known: Mutex::new(Known {
+                        record: HostRecord::new(),
+                        last_error: None,
                     }),
+                    wake: Notify::new(),
+                    probing: AtomicBool::new(false),
+                    checked: AtomicBool::new(false),
                 })
                 .collect(),
             events,
             unreachable: Mutex::new(false),
-            recheck: Notify::new(),
+            progress: watch::Sender::new(0),
         }
     }
 
@@ -225,27 +238,24 @@ impl Registry {
     /// the host was last seen writable and is not now.
     pub(super) fn up(&self, i: usize, role: ServerRole) -> bool {
         let host = &self.hosts[i];
-        let mut a = lock(&host.announced);
+        let mut known = lock(&host.known);
+        let t = known.record.answered(role);
         host.status
-            .store(HostStatus::Up(role).to_u8(), Ordering::Relaxed);
-        let was = a.status;
-        let last_role = a.last_role;
-        a.status = HostStatus::Up(role);
-        a.last_role = Some(role);
-        if was != HostStatus::Up(role) && !matches!(was, HostStatus::Up(_)) {
+            .store(known.record.routing.to_u8(), Ordering::Relaxed);
+        if let Some(role) = t.up {
             self.send(HostEvent::HostUp {
                 host: Arc::clone(&host.addr),
                 role,
             });
         }
-        if let Some(from) = last_role.filter(|r| *r != role) {
+        if let Some((from, to)) = t.role_changed {
             self.send(HostEvent::RoleChanged {
                 host: Arc::clone(&host.addr),
                 from,
-                to: role,
+                to,
             });
         }
-        drop(a);
+        drop(known);
         let mut unreachable = lock(&self.unreachable);
         if *unreachable {
             *unreachable = false;
@@ -253,22 +263,23 @@ impl Registry {
                 host: Arc::clone(&host.addr),
             });
         }
-        last_role.is_some_and(ServerRole::is_writable) && !role.is_writable()
+        t.demoted
     }
 
-    /// A connect to or a check of host `i` failed with `error`.
+    /// A connect to or a check of host `i` failed with `error` (or ran out
+    /// of time).
     pub(super) fn down(&self, i: usize, error: &dyn std::fmt::Display) {
         let host = &self.hosts[i];
-        let mut a = lock(&host.announced);
+        let error: Arc<str> = error.to_string().into();
+        let mut known = lock(&host.known);
+        let t = known.record.failed();
+        known.last_error = Some(Arc::clone(&error));
         host.status
-            .store(HostStatus::Down.to_u8(), Ordering::Relaxed);
-        let was = a.status;
-        a.status = HostStatus::Down;
-        drop(a);
-        if was == HostStatus::Down {
+            .store(known.record.routing.to_u8(), Ordering::Relaxed);
+        drop(known);
+        if !t.down {
             return;
         }
-        let error: Arc<str> = error.to_string().into();
         self.send(HostEvent::HostDown {
             host: Arc::clone(&host.addr),
             error: Arc::clone(&error),
@@ -276,7 +287,7 @@ impl Registry {
         let all_down = self
             .hosts
             .iter()
-            .all(|h| lock(&h.announced).status == HostStatus::Down);
+            .all(|h| lock(&h.known).record.announced == HostStatus::Down);
         let mut unreachable = lock(&self.unreachable);
         if all_down && !*unreachable {
             *unreachable = true;
@@ -286,17 +297,46 @@ impl Registry {
 
     /// A connection to host `i` saw an error that says its server changed:
     /// its role is unknown until checked again. Announces nothing (the
-    /// check will), and wakes the rechecker.
+    /// check will), and wakes the host's prober.
     pub(super) fn suspect(&self, i: usize) {
         let host = &self.hosts[i];
         {
-            let a = lock(&host.announced);
-            if matches!(a.status, HostStatus::Up(_)) {
-                host.status
-                    .store(HostStatus::Unknown.to_u8(), Ordering::Relaxed);
-            }
+            let mut known = lock(&host.known);
+            known.record.suspected();
+            host.status
+                .store(known.record.routing.to_u8(), Ordering::Relaxed);
         }
-        self.recheck.notify_one();
+        host.wake.notify_one();
+    }
+
+    /// Asks every host's prober for a check (each runs on its own: none
+    /// waits for another).
+    pub(super) fn wake_all(&self) {
+        for host in &self.hosts {
+            host.wake.notify_one();
+        }
+    }
+
+    /// A check of host `i` ended, whatever it found.
+    pub(super) fn checked(&self, i: usize) {
+        // Relaxed: read after the progress signal, whose channel orders it.
+        self.hosts[i].checked.store(true, Ordering::Relaxed);
+        self.progress.send_modify(|n| *n += 1);
+    }
+
+    /// Whether a check of host `i` has ended.
+    pub(super) fn was_checked(&self, i: usize) -> bool {
+        self.hosts[i].checked.load(Ordering::Relaxed)
+    }
+
+    /// The error of host `i`'s last failed connect or check.
+    pub(super) fn last_error(&self, i: usize) -> Option<Arc<str>> {
+        lock(&self.hosts[i].known).last_error.clone()
+    }
+
+    /// A receiver that sees each check end.
+    pub(super) fn progress(&self) -> watch::Receiver<u64> {
+        self.progress.subscribe()
     }
 
     /// A checkout from host `i` waited `waited` and found every connection
@@ -386,6 +426,27 @@ mod tests {
         assert!(back[1].is_demotion(), "{back:?}");
         assert!(matches!(&back[2], HostEvent::Recovered { host } if &**host == "h0:5432"));
         assert_eq!(back.len(), 3);
+    }
+
+    #[test]
+    fn a_suspect_host_is_woken_for_a_check_and_the_last_error_is_kept() {
+        let r = registry(2);
+        r.down(1, &"refused");
+        assert_eq!(r.last_error(1).as_deref(), Some("refused"));
+        assert_eq!(r.last_error(0), None);
+        r.suspect(0);
+        // The permit waits for the prober: its next wait ends at once.
+        let woken = r.hosts[0].wake.notified();
+        let mut woken = std::pin::pin!(woken);
+        assert!(woken.as_mut().enable(), "host 0 was woken");
+        let other = r.hosts[1].wake.notified();
+        let mut other = std::pin::pin!(other);
+        assert!(!other.as_mut().enable(), "host 1 was not");
+        let progress = r.progress();
+        assert!(!r.was_checked(1));
+        r.checked(1);
+        assert!(r.was_checked(1));
+        assert!(progress.has_changed().unwrap());
     }
 
     #[test]

@@ -217,7 +217,7 @@ impl PgClient {
     /// clears the mark once it answered (`false`): a check dropped by its
     /// timeout leaves the mark, so the pool closes the connection and its
     /// socket goes with it.
-    pub(super) fn set_abandoned(&self, abandoned: bool) {
+    pub(crate) fn set_abandoned(&self, abandoned: bool) {
         self.inner.abandoned.store(abandoned, Ordering::Relaxed);
     }
 

@@ -2,9 +2,13 @@
 //! tests build themselves (`initdb`, `pg_basebackup -R`, each in a temp dir
 //! on its own port): routing by role, per-host bounds, holders and events
 //! (`routing`), and a failover under a mixed load (`failover`; over sqlx's
-//! `PgConnection` in `sqlx_failover`, with the `sqlx-postgres` feature).
+//! `PgConnection` in `sqlx_failover`, with the `sqlx-postgres` feature),
+//! and hosts that stop answering, behind a proxy the tests freeze
+//! (`frozen`, `proxy`).
 
 mod failover;
+mod frozen;
+mod proxy;
 mod routing;
 #[cfg(feature = "sqlx-postgres")]
 mod sqlx_failover;
