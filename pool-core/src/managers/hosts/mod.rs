@@ -568,12 +568,13 @@ impl<M: HostBackend> HostPoolBuilder<M> {
 
     /// Builds one pool per host (lazily: none connects before the first
     /// check), starts each host's background checks on the current tokio
-    /// runtime, and returns as soon as a writable host is known, or else
-    /// once every host's first check has ended. A host that accepts
-    /// connections and never answers does not hold the build up while
-    /// another host is writable: its check goes on in the background, and
-    /// it is of unknown role (tried after the hosts known to fit) until it
-    /// ends.
+    /// runtime, and returns as soon as a writable host and a host of the
+    /// [read target](Self::read_target) are known (one host may be both),
+    /// or else once every host's first check has ended. A host that
+    /// accepts connections and never answers does not hold the build up
+    /// once others are known for writes and reads: its check goes on in the
+    /// background, and it is of unknown role (tried after the hosts known
+    /// to fit) until it ends.
     ///
     /// # Errors
     ///
@@ -738,13 +739,16 @@ impl<M: HostBackend> Inner<M> {
     }
 
     /// What the build waits for: `None` while it should wait; `Ok` once a
-    /// writable host is known, or every host's first check ended with one
-    /// up; the errors when every host's first check failed. `give_up`:
-    /// the wait is over whatever is known (a host up is enough).
+    /// writable host and a host of the read target are known, or every
+    /// host's first check ended with one up; the errors when every host's
+    /// first check failed. `give_up`: the wait is over whatever is known (a
+    /// host up is enough).
     fn first_checks(&self, give_up: bool) -> Option<Result<(), HostErrors>> {
         let n = self.pools.len();
         let status = |i| self.registry.status(i);
-        if (0..n).any(|i| status(i).role().is_some_and(ServerRole::is_writable)) {
+        let known =
+            |fits: &dyn Fn(ServerRole) -> bool| (0..n).any(|i| status(i).role().is_some_and(fits));
+        if known(&ServerRole::is_writable) && known(&|role| self.read_target.accepts(role)) {
             return Some(Ok(()));
         }
         if !give_up && !(0..n).all(|i| self.registry.was_checked(i)) {
