@@ -18,6 +18,7 @@ use tokio_postgres::NoTls;
 use super::failover::{finish_load, first_write_on, spawn_host_loop, summary, Log, Outcome, Side};
 use super::proxy::Proxy;
 use super::{primary_and_standby, SERIAL};
+use crate::support::cluster::Cluster;
 
 /// A config listing these ports of 127.0.0.1, in that order.
 fn ports(ports: &[u16], app: &str) -> tokio_postgres::Config {
@@ -102,17 +103,52 @@ async fn a_frozen_host_stops_no_check_and_is_up_within_two_intervals_of_answerin
         INTERVAL,
     )
     .await;
+    frozen_and_flapping(&pool, &primary, &s).await;
+}
+
+#[cfg(feature = "sqlx-postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
+async fn a_frozen_sqlx_host_stops_no_check_and_is_up_within_two_intervals_of_answering() {
+    let _serial = SERIAL.lock().await;
+    let (primary, standby) = primary_and_standby().await;
+    let p = Proxy::start(primary.port()).await;
+    let s = Proxy::start(standby.port()).await;
+    let options = sqlx::postgres::PgConnectOptions::new()
+        .username("postgres")
+        .database("postgres");
+    let pool = HostPool::sqlx_builder(options, [("127.0.0.1", p.port()), ("127.0.0.1", s.port())])
+        .pool_config(
+            PoolConfig::builder()
+                .name("hosts-frozen-sqlx")
+                .max_size(4)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .build()
+                .expect("pool config"),
+        )
+        .recheck_interval(INTERVAL)
+        .recheck_gap(Duration::from_millis(50))
+        .build()
+        .await
+        .expect("the sqlx host pool");
+    frozen_and_flapping(&pool, &primary, &s).await;
+}
+
+/// `pool` lists the primary and then the standby behind `s`: the standby
+/// freezes, the primary is still checked, and the standby flaps.
+async fn frozen_and_flapping<M: HostBackend>(pool: &HostPool<M>, primary: &Cluster, s: &Proxy) {
     const STANDBY: HostStatus = HostStatus::Up(ServerRole::Standby);
     const PRIMARY: HostStatus = HostStatus::Up(ServerRole::Primary);
-    wait_status(&pool, 1, STANDBY, DOWN_BOUND)
+    wait_status(pool, 1, STANDBY, DOWN_BOUND)
         .await
         .expect("the standby is seen up");
     // The standby's pool holds idle connections, which the freeze leaves
     // open and silent.
-    idle_on_standby(&pool).await;
+    idle_on_standby(pool).await;
 
     s.freeze();
-    let down = wait_status(&pool, 1, HostStatus::Down, DOWN_BOUND).await;
+    let down = wait_status(pool, 1, HostStatus::Down, DOWN_BOUND).await;
     assert!(
         down.is_ok(),
         "the frozen standby is still {down:?} {DOWN_BOUND:?} after the freeze: its check waits \
@@ -134,7 +170,7 @@ async fn a_frozen_host_stops_no_check_and_is_up_within_two_intervals_of_answerin
         "while the standby is frozen, the primary turned read-only is still {ro:?}"
     );
     primary.set_read_only(false).await;
-    wait_status(&pool, 0, PRIMARY, DOWN_BOUND)
+    wait_status(pool, 0, PRIMARY, DOWN_BOUND)
         .await
         .expect("the primary is seen writable again");
     let r = pool.read().await.expect("reads fall back to the primary");
@@ -149,7 +185,7 @@ async fn a_frozen_host_stops_no_check_and_is_up_within_two_intervals_of_answerin
     let mut back = Vec::new();
     for round in 0..3 {
         s.thaw();
-        let up = wait_status(&pool, 1, STANDBY, 2 * INTERVAL).await;
+        let up = wait_status(pool, 1, STANDBY, 2 * INTERVAL).await;
         assert!(
             up.is_ok(),
             "round {round}: the standby answers again, and is still {up:?} two recheck \
@@ -157,9 +193,9 @@ async fn a_frozen_host_stops_no_check_and_is_up_within_two_intervals_of_answerin
             2 * INTERVAL
         );
         back.push(up.unwrap_or_default());
-        idle_on_standby(&pool).await;
+        idle_on_standby(pool).await;
         s.freeze();
-        let down = wait_status(&pool, 1, HostStatus::Down, DOWN_BOUND).await;
+        let down = wait_status(pool, 1, HostStatus::Down, DOWN_BOUND).await;
         assert!(down.is_ok(), "round {round}: frozen again, still {down:?}");
     }
     eprintln!("frozen standby: up again after {back:?} (recheck interval {INTERVAL:?})");
@@ -168,7 +204,7 @@ async fn a_frozen_host_stops_no_check_and_is_up_within_two_intervals_of_answerin
 
 /// Leaves three idle connections in the standby's pool (the host pool's
 /// second host): three reads held at once, then returned.
-async fn idle_on_standby(pool: &HostPool<PostgresManager<NoTls>>) {
+async fn idle_on_standby<M: HostBackend>(pool: &HostPool<M>) {
     let mut held = Vec::new();
     for _ in 0..3 {
         let r = pool.read().await.expect("a read");
