@@ -1014,10 +1014,8 @@ async fn prober<M: HostBackend>(
         let now = Instant::now();
         let tick = schedule.next_tick(now);
         if tick > now {
-            let asked = tokio::select! {
-                () = tokio::time::sleep_until(tick) => false,
-                () = wake.notified() => true,
-            };
+            // Woken before the tick: a check was asked for.
+            let asked = tokio::time::timeout_at(tick, wake.notified()).await.is_ok();
             if asked {
                 tokio::time::sleep_until(schedule.next_asked(Instant::now())).await;
             }

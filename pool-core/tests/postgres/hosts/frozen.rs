@@ -159,7 +159,7 @@ async fn frozen_and_flapping<M: HostBackend>(pool: &HostPool<M>, primary: &Clust
     // primary turns read-only and back.
     primary.set_read_only(true).await;
     let ro = wait_status(
-        &pool,
+        pool,
         0,
         HostStatus::Up(ServerRole::ReadOnlyPrimary),
         DOWN_BOUND,
