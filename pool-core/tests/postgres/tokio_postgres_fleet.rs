@@ -672,3 +672,122 @@ fn bad_fair_share_settings_fail_validate() {
         (0, 3, 0, false)
     );
 }
+
+/// How many sessions `application_name` has open on the server, and how
+/// many of them hold a ticket of `budget`.
+async fn sessions_and_tickets(
+    admin: &tokio_postgres::Client,
+    app: &str,
+    budget: &FleetBudget,
+) -> (i64, i64) {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    let row = admin
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pg_locks l \
+               WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.objsubid = 2 \
+               AND l.granted AND l.classid::int8 = $2)) \
+             FROM pg_stat_activity a WHERE a.application_name = $1",
+            &[&app, &classid],
+        )
+        .await
+        .expect("read pg_stat_activity");
+    (row.get(0), row.get(1))
+}
+
+/// Whether the session behind `conn` holds a ticket of `budget`, and how
+/// many other advisory locks it holds.
+async fn own_locks(conn: &tokio_postgres::Client, budget: &FleetBudget) -> (bool, i64) {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    let row = conn
+        .query_one(
+            "SELECT count(*) FILTER (WHERE l.classid::int8 = $1 AND l.objsubid = 2) = 1, \
+                    count(*) FILTER (WHERE NOT (l.classid::int8 = $1 AND l.objsubid = 2)) \
+             FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' \
+               AND l.granted",
+            &[&classid],
+        )
+        .await
+        .expect("read own locks");
+    (row.get(0), row.get(1))
+}
+
+/// `ResetMode::Clean` releases the session's advisory locks on every
+/// return, but not its fleet ticket: a budget of 1, one return, and a
+/// second caller finds no ticket while the first connection is open (and
+/// the server shows one session, holding the ticket). The user's own
+/// advisory locks are still released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn the_clean_reset_keeps_the_ticket() {
+    use pool_core::managers::tokio_postgres::ResetMode;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique_budget("fleet_clean");
+        let budget = FleetBudget::new(&name, 1).expect("budget");
+        let admin = connect_admin(&url).await;
+        let mut pg: tokio_postgres::Config = url.parse().expect("DATABASE_URL");
+        pg.application_name(&name);
+        let manager = PostgresManager::new(pg, NoTls)
+            .reset_mode(ResetMode::Clean)
+            .fleet_budget(&name, 1)
+            .fleet_share_interval(None);
+        let pool = Pool::new_lazy(
+            manager,
+            crate::support::db::pool_config(2, 0, Duration::from_millis(400)),
+        );
+        for round in 0..3 {
+            let conn = pool.get().await.expect("the budget's one connection");
+            assert_eq!(own_locks(&conn, &budget).await, (true, 0), "round {round}");
+            conn.batch_execute("SELECT pg_advisory_lock(1, 2); SELECT pg_advisory_lock(3)")
+                .await
+                .expect("the user's own locks");
+            drop(conn);
+            // The return's reset has run once the connection is idle again.
+            let from = Instant::now();
+            while pool.state().idle != 1 {
+                assert!(from.elapsed() < Duration::from_secs(5), "never idle again");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let a = pool.get().await.expect("the idle connection");
+            assert_eq!(
+                own_locks(&a, &budget).await,
+                (true, 0),
+                "round {round}: the ticket is kept and the user's locks are gone"
+            );
+            let err = pool.get().await.expect_err("no second ticket");
+            assert!(err.to_string().contains("fleet budget"), "{err}");
+            assert_eq!(sessions_and_tickets(&admin, &name, &budget).await, (1, 1));
+        }
+
+        // A user who released the ticket by hand, and another session took
+        // it: the reset finds it held and the pool closes the connection,
+        // which holds no ticket any more.
+        let conn = pool.get().await.expect("the budget's one connection");
+        conn.batch_execute("SELECT pg_advisory_unlock_all()")
+            .await
+            .expect("unlock by hand");
+        let thief = pool.manager().connect().await.expect("the freed ticket");
+        drop(conn);
+        let from = Instant::now();
+        while pool.state().total != 0 {
+            assert!(
+                from.elapsed() < Duration::from_secs(5),
+                "never closed: {:?}",
+                pool.state()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let from = Instant::now();
+        while sessions_and_tickets(&admin, &name, &budget).await != (1, 1) {
+            assert!(
+                from.elapsed() < Duration::from_secs(5),
+                "the ticketless session stayed open"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(thief);
+        pool.close().await;
+    })
+    .await
+    .expect("the test did not finish within its bound");
+}

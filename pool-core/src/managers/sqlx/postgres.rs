@@ -255,7 +255,8 @@ impl SqlxManager<PgConnection> {
     /// whose text says "fleet budget"; the pool retries it with back-off
     /// while callers wait within their `acquire_timeout`. Idle connections
     /// keep their tickets: an `idle_timeout` and a low `min_idle` let an
-    /// idle process give its share back. A `DISCARD ALL` or
+    /// idle process give its share back. Both reset modes keep the ticket
+    /// (their statements release no lock). A `DISCARD ALL` or
     /// `pg_advisory_unlock_all()` sent through a connection releases its
     /// ticket while the connection stays open, so the budget no longer
     /// counts it.

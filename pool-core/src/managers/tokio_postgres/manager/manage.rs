@@ -29,6 +29,37 @@ const CLEAN_SQL: &str = "ROLLBACK; \
     DISCARD TEMP; \
     DISCARD SEQUENCES";
 
+/// The column that says whether [`clean_keeping_ticket`] kept the ticket.
+const TICKET_KEPT: &str = "pool_fleet_ticket_kept";
+
+/// [`CLEAN_SQL`] for a connection holding the fleet budget ticket
+/// `(key, ticket)`: every advisory lock is released but the ticket, which
+/// the session holds without a gap. Inside one transaction the ticket is
+/// first taken as a transaction lock (granted at once to the session that
+/// holds it as a session lock), `pg_advisory_unlock_all()` then releases
+/// the session locks only, the ticket is taken again as a session lock,
+/// and `COMMIT` drops the transaction lock: no other session can take the
+/// ticket in between. The last row, [`TICKET_KEPT`], is `f` only when
+/// another session held the ticket already (the user unlocked it): the
+/// connection then holds no ticket and must not stay open. Only integers
+/// are written in.
+fn clean_keeping_ticket(key: i32, ticket: i32) -> String {
+    format!(
+        "ROLLBACK; \
+         CLOSE ALL; \
+         SET SESSION AUTHORIZATION DEFAULT; \
+         RESET ALL; \
+         UNLISTEN *; \
+         BEGIN; \
+         SELECT pg_try_advisory_xact_lock(({key})::int4, ({ticket})::int4); \
+         SELECT pg_advisory_unlock_all(); \
+         SELECT pg_try_advisory_lock(({key})::int4, ({ticket})::int4) AS {TICKET_KEPT}; \
+         COMMIT; \
+         DISCARD TEMP; \
+         DISCARD SEQUENCES"
+    )
+}
+
 /// The query that names the server a connection reached, when the config
 /// lists several hosts (see [`failover`](super#failover)).
 const SERVER_KEY_SQL: &str =
@@ -267,14 +298,38 @@ where
     }
 
     async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
-        let sql = match self.reset_mode {
-            ResetMode::None => return Ok(()),
-            ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
-            ResetMode::Clean => CLEAN_SQL,
+        let budgeted = match (self.current_fleet_budget(), conn.inner.ticket) {
+            (Some(budget), Some(ticket)) => Some((budget, ticket)),
+            _ => None,
+        };
+        let sql = match (self.reset_mode, budgeted) {
+            (ResetMode::None, _) => return Ok(()),
+            (ResetMode::Rollback | ResetMode::RollbackAlways, _) => Cow::Borrowed("ROLLBACK"),
+            (ResetMode::Clean, None) => Cow::Borrowed(CLEAN_SQL),
+            (ResetMode::Clean, Some((budget, ticket))) => {
+                Cow::Owned(clean_keeping_ticket(budget.key(), ticket))
+            }
         };
         // As in `is_valid`: a reset dropped at its timeout closes the socket.
         conn.set_abandoned(true);
-        conn.client().batch_execute(sql).await?;
+        match budgeted.filter(|_| self.reset_mode == ResetMode::Clean) {
+            None => conn.client().batch_execute(&sql).await?,
+            Some((budget, _)) => {
+                let replies = conn.client().simple_query(&sql).await?;
+                let kept = replies.iter().any(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        row.columns().first().map(|c| c.name()) == Some(TICKET_KEPT)
+                            && row.get(0) == Some("t")
+                    }
+                    _ => false,
+                });
+                if !kept {
+                    // Another session holds the ticket now: this one is
+                    // outside the budget, and the pool closes it.
+                    return Err(PgError::FleetBudget(budget.exhausted()));
+                }
+            }
+        }
         conn.set_abandoned(false);
         conn.mark_reset();
         Ok(())

@@ -62,6 +62,9 @@ pub enum ResetMode {
     /// authorization, settings, `LISTEN`s, advisory locks, temporary tables
     /// and sequences) in one simple query: one round trip each time.
     /// Prepared statements are kept, so the statement cache stays valid.
+    /// With a [fleet budget](PostgresManager::fleet_budget) the
+    /// connection's ticket is kept through the reset; a connection that
+    /// lost it (released by hand and taken by another session) is closed.
     Clean,
 }
 
@@ -317,7 +320,12 @@ impl<Tls> PostgresManager<Tls> {
     /// by the server when the connection closes, however the process ends.
     ///
     /// Idle connections keep their tickets: an `idle_timeout` and a low
-    /// `min_size` let an idle process give its share back. See
+    /// `min_size` let an idle process give its share back. Every reset mode
+    /// keeps the ticket ([`ResetMode::Clean`] releases every other advisory
+    /// lock). A `pg_advisory_unlock_all()` or `DISCARD ALL` sent through a
+    /// connection releases its ticket while it stays open: with
+    /// [`ResetMode::Clean`] the reset on return takes it back, or closes the
+    /// connection when another session took it meanwhile. See
     /// [`fleet`](crate::managers::fleet) for the key and its collisions.
     ///
     /// ```
