@@ -1,7 +1,11 @@
 //! [`ManageConnection`] for [`PostgresManager`]: connect, check, reset.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_postgres::{AsyncMessage, Connection};
 
 use pool_api::{async_trait, ManageConnection};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
@@ -65,10 +69,50 @@ fn clean_keeping_ticket(key: i32, ticket: i32) -> String {
 const SERVER_KEY_SQL: &str =
     "SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port')";
 
-/// The fair share's control session on `tokio_postgres`.
-struct TokioControl(Client);
+/// The fair share's control session on `tokio_postgres`: the client, and
+/// the payloads of the notifications its connection task received.
+struct TokioControl(Client, Arc<Mutex<Vec<String>>>);
+
+/// The most notification payloads a control session keeps between two
+/// rechecks; more are dropped (a recheck needs one per knocking instance).
+const HEARD_AT_MOST: usize = 1024;
+
+/// Drives a control session's socket, keeping its notifications.
+async fn drive_control<S, T>(mut connection: Connection<S, T>, heard: Arc<Mutex<Vec<String>>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+        match message {
+            Ok(AsyncMessage::Notification(note)) => {
+                if let Ok(mut heard) = heard.lock() {
+                    if heard.len() < HEARD_AT_MOST {
+                        heard.push(note.payload().to_owned());
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, "fleet fair share: the control session ended");
+                return;
+            }
+        }
+    }
+}
 
 impl ControlSession for TokioControl {
+    fn execute<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<(), fleet::BoxError>> {
+        Box::pin(async move { Ok(self.0.batch_execute(sql).await?) })
+    }
+
+    fn notifications(&mut self) -> Vec<String> {
+        self.1
+            .lock()
+            .map(|mut heard| std::mem::take(&mut *heard))
+            .unwrap_or_default()
+    }
+
     fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, fleet::BoxError>> {
         Box::pin(async move {
             let rows = self.0.simple_query(sql).await?;
@@ -105,8 +149,9 @@ where
                     config.password(provider().await?);
                 }
                 let (client, connection) = config.connect(tls).await?;
-                tokio::spawn(drive(connection));
-                Ok(Box::new(TokioControl(client)) as Box<dyn ControlSession>)
+                let heard = Arc::new(Mutex::new(Vec::new()));
+                tokio::spawn(drive_control(connection, Arc::clone(&heard)));
+                Ok(Box::new(TokioControl(client, heard)) as Box<dyn ControlSession>)
             })
         })
     }

@@ -364,8 +364,10 @@ impl<Tls> PostgresManager<Tls> {
     /// rest while nobody else needs them; an instance below its share that
     /// finds no ticket makes those above theirs close their excess
     /// connections as they come back. Each instance holds one control
-    /// session of its own, outside the budget, opened with the same
-    /// settings by its first connect.
+    /// session of its own, opened with the same settings by its first
+    /// connect, which holds a ticket of the budget like any connection
+    /// (part of the instance's share): see [fair
+    /// share](crate::managers::fleet#fair-share).
     ///
     /// ```
     /// use std::time::Duration;
