@@ -56,8 +56,8 @@
 //! session that found no ticket sends a `NOTIFY` on the channel
 //! `pool_fleet_<control key>` with its `id`, and closes at once. Every control session listens on that channel; an `id` heard in
 //! the last two intervals and not (yet) holding a member lock counts as
-//! one more instance, and a wanting one. The instance tries again at its
-//! next interval, or at once when its pool asks for a connection, and
+//! one more instance, and a wanting one. The instance tries again five
+//! times an interval, and at once when its pool asks for a connection, and
 //! until its control session has joined (and counted once), its pool's
 //! connects are refused, so that the tickets the others give back go to
 //! the control session first. Apart from such a knock (one short session
@@ -1045,7 +1045,6 @@ async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, 
         let Some(state) = share.upgrade() else {
             return;
         };
-        let interval = state.interval;
         if session.is_none() {
             match join(&state, &open).await {
                 Ok(joined) => session = joined,
@@ -1065,9 +1064,17 @@ async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, 
                 }
             }
         }
+        // Shut out, it tries again five times an interval (the others
+        // give tickets back within about one, as their connections come
+        // back): one short session each.
+        let wait = if state.knocked.load(Ordering::Relaxed) {
+            state.interval / 5
+        } else {
+            state.interval
+        };
         drop(state);
         // Woken early by a refusal to signal, or by the state's drop.
-        let _ = tokio::time::timeout(interval, wake.notified()).await;
+        let _ = tokio::time::timeout(wait, wake.notified()).await;
     }
 }
 
