@@ -29,7 +29,8 @@
 //! Without more, the first processes to connect keep the budget: one that
 //! starts after the others filled it (a rolling deploy under load) waits
 //! until one of their connections retires. With fair share (on by
-//! default, [`FleetBudget::with_share_interval`]) each of the `N` live
+//! default for a budget of two tickets or more,
+//! [`FleetBudget::with_share_interval`]) each of the `N` live
 //! instances of a budget is guaranteed `floor(total / N)` tickets
 //! ([`fair_share`]); the remainder, `total % N`, and whatever an instance
 //! leaves unused go to whoever claims them first (borrowing), so one
@@ -42,7 +43,9 @@
 //! it, and so does this one: it takes a ticket like any connection, and
 //! the instance's share includes it (an instance holds its control
 //! session's ticket and at most `share - 1` connections before borrowing;
-//! with `N` live instances, `N` tickets serve no query). Holding its
+//! with `N` live instances, `N` tickets serve no query, and a share of 1
+//! guarantees the instance no connection: give the budget at least two
+//! tickets per instance). Holding its
 //! ticket, it takes the two-key advisory lock `(control key, id)`, where
 //! `id` is a random positive number drawn per instance (drawn again if
 //! another instance holds the same); `N` is the count of those locks in
@@ -174,7 +177,9 @@ impl FleetBudget {
             key,
             control_key: control_key_of(name, key),
             total,
-            share_interval: Some(DEFAULT_SHARE_INTERVAL),
+            // One ticket leaves nothing to share: the control session
+            // would hold it, and no connection could ever open.
+            share_interval: (total > 1).then_some(DEFAULT_SHARE_INTERVAL),
         })
     }
 
@@ -182,7 +187,8 @@ impl FleetBudget {
     /// budget and whether one of them wants tickets ([fair
     /// share](self#fair-share)), or turns fair share off with `None` (no
     /// control session; the first to connect keep the budget). Defaults to
-    /// [`DEFAULT_SHARE_INTERVAL`], 1 s: one query on `pg_locks` per
+    /// [`DEFAULT_SHARE_INTERVAL`], 1 s (off for a budget of one ticket,
+    /// which the control session would hold): one query on `pg_locks` per
     /// instance per interval. A shorter interval moves tickets to a new
     /// instance sooner, for more of those queries.
     ///
@@ -201,13 +207,18 @@ impl FleetBudget {
     ///
     /// # Errors
     ///
-    /// [`FleetBudgetConfigError::ZeroShareInterval`] for a zero interval.
+    /// [`FleetBudgetConfigError::ZeroShareInterval`] for a zero interval,
+    /// [`FleetBudgetConfigError::ShareOfOneTicket`] for an interval on a
+    /// budget of one ticket.
     pub fn with_share_interval(
         mut self,
         interval: Option<Duration>,
     ) -> Result<Self, FleetBudgetConfigError> {
         if interval == Some(Duration::ZERO) {
             return Err(FleetBudgetConfigError::ZeroShareInterval);
+        }
+        if interval.is_some() && self.total < 2 {
+            return Err(FleetBudgetConfigError::ShareOfOneTicket);
         }
         self.share_interval = interval;
         Ok(self)
@@ -373,6 +384,9 @@ pub enum FleetBudgetConfigError {
     /// A fair share recheck interval of zero: the recheck would never
     /// pause.
     ZeroShareInterval,
+    /// Fair share asked of a budget of one ticket: the instance's control
+    /// session holds a ticket, so no connection could ever open.
+    ShareOfOneTicket,
     /// A fair share interval set on a manager with no fleet budget to
     /// apply it to: set `fleet_budget` first.
     ShareIntervalWithoutBudget,
@@ -392,6 +406,10 @@ impl fmt::Display for FleetBudgetConfigError {
                 "fleet budget: fleet_budget cannot work with pooler_mode(PoolerMode::Transaction): \
                  its tickets are session locks, which a transaction-mode pooler gives to \
                  other clients; budget the pooler's server connections instead",
+            ),
+            Self::ShareOfOneTicket => f.write_str(
+                "fleet budget: fair share needs a total of at least 2 (its control session \
+                 holds a ticket); a budget of 1 has fair share off",
             ),
             Self::ZeroShareInterval => f.write_str(
                 "fleet budget: the fair share interval must be above zero (None turns fair share off)",
@@ -1163,6 +1181,16 @@ mod tests {
             budget.clone().with_share_interval(Some(Duration::ZERO)),
             Err(FleetBudgetConfigError::ZeroShareInterval)
         );
+        // One ticket: off by default, and refused when asked for.
+        let one = FleetBudget::new("x", 1).expect("valid");
+        assert_eq!(one.share_interval(), None);
+        assert_eq!(
+            one.with_share_interval(Some(DEFAULT_SHARE_INTERVAL)),
+            Err(FleetBudgetConfigError::ShareOfOneTicket)
+        );
+        assert!(FleetBudgetConfigError::ShareOfOneTicket
+            .to_string()
+            .contains("at least 2"));
         let off = budget.clone().with_share_interval(None).expect("off");
         assert!(FleetShare::new(&off).is_none());
         assert!(FleetShare::new(&budget).is_some());

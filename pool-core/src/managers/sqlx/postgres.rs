@@ -323,7 +323,8 @@ impl SqlxManager<PgConnection> {
     /// # demo().unwrap();
     /// ```
     ///
-    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
+    /// Fair share is on for a total of 2 or more: see
+    /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
         self.fleet = fleet::set_budget(self.fleet.take(), name, total);
@@ -348,6 +349,8 @@ impl SqlxManager<PgConnection> {
     ///
     /// The setter never fails, so it chains: a zero interval is
     /// [`ZeroShareInterval`](crate::managers::fleet::FleetBudgetConfigError::ZeroShareInterval),
+    /// an interval on a budget of one ticket
+    /// [`ShareOfOneTicket`](crate::managers::fleet::FleetBudgetConfigError::ShareOfOneTicket),
     /// and a call before [`fleet_budget`](Self::fleet_budget)
     /// [`ShareIntervalWithoutBudget`](crate::managers::fleet::FleetBudgetConfigError::ShareIntervalWithoutBudget),
     /// from [`validate`](Self::validate).

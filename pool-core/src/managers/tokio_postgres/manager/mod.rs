@@ -346,7 +346,8 @@ impl<Tls> PostgresManager<Tls> {
     /// [`validate`](Self::validate), which `Pool::new` returns before
     /// opening anything (and a lazy pool's first connect).
     ///
-    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
+    /// Fair share is on for a total of 2 or more: see
+    /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
         self.fleet = fleet::set_budget(self.fleet.take(), name, total);
@@ -383,7 +384,9 @@ impl<Tls> PostgresManager<Tls> {
     ///
     /// The setter never fails, so it chains: a zero interval is a
     /// [`PgConfigError::FleetBudget`] holding
-    /// [`FleetBudgetConfigError::ZeroShareInterval`], and a call before
+    /// [`FleetBudgetConfigError::ZeroShareInterval`], an interval on a
+    /// budget of one ticket one holding
+    /// [`FleetBudgetConfigError::ShareOfOneTicket`], and a call before
     /// [`fleet_budget`](Self::fleet_budget) one holding
     /// [`FleetBudgetConfigError::ShareIntervalWithoutBudget`], from
     /// [`validate`](Self::validate).
