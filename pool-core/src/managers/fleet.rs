@@ -1067,6 +1067,9 @@ async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, 
             match join(&state, &open).await {
                 Ok(joined) => session = joined,
                 Err(e) => {
+                    // Not shut out but failing (the server unreachable, say):
+                    // the connects go on, and report what they meet.
+                    state.knocked.store(false, Ordering::Relaxed);
                     tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: joining failed");
                 }
             }
