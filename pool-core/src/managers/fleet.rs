@@ -29,26 +29,50 @@
 //! Without more, the first processes to connect keep the budget: one that
 //! starts after the others filled it (a rolling deploy under load) waits
 //! until one of their connections retires. With fair share (on by
-//! default, [`FleetBudget::with_share_interval`]) each of the `N` live
+//! default for a budget of two tickets or more,
+//! [`FleetBudget::with_share_interval`]) each of the `N` live
 //! instances of a budget is guaranteed `floor(total / N)` tickets
 //! ([`fair_share`]); the remainder, `total % N`, and whatever an instance
 //! leaves unused go to whoever claims them first (borrowing), so one
-//! instance alone can hold the whole budget.
+//! instance alone can hold the whole budget (its control session's ticket
+//! among them).
 //!
 //! An instance is one manager value (a sqlx manager and its clones count
 //! as one). Each holds a small control session of its own, opened by its
-//! first connect and outside the budget, on which it holds the two-key
-//! advisory lock `(control key, pid)`; `N` is the count of those locks in
-//! `pg_locks`. The server drops the lock with the session, so a crashed
+//! first connect. Every session the pool opens for a budget counts against
+//! it, and so does this one: it takes a ticket like any connection, and
+//! the instance's share includes it (an instance holds its control
+//! session's ticket and at most `share - 1` connections before borrowing;
+//! with `N` live instances, `N` tickets serve no query, and a share of 1
+//! guarantees the instance no connection: give the budget at least two
+//! tickets per instance). Holding its
+//! ticket, it takes the two-key advisory lock `(control key, id)`, where
+//! `id` is a random positive number drawn per instance (drawn again if
+//! another instance holds the same); `N` is the count of those locks in
+//! `pg_locks`. The server drops the locks with the session, so a crashed
 //! or killed instance stops counting once the server notices, exactly as
 //! its tickets come back. No table or other server object is created.
+//!
+//! An instance that finds no ticket free for its control session (it
+//! starts while the others hold the whole budget) cannot hold a lock
+//! without a session outside the budget, so it knocks instead: the
+//! session that found no ticket sends a `NOTIFY` on the channel
+//! `pool_fleet_<control key>` with its `id`, and closes at once. Every control session listens on that channel; an `id` heard in
+//! the last two intervals and not (yet) holding a member lock counts as
+//! one more instance, and a wanting one. The instance tries again five
+//! times an interval, and at once when its pool asks for a connection, and
+//! until its control session has joined (and counted once), its pool's
+//! connects are refused, so that the tickets the others give back go to
+//! the control session first. Apart from such a knock (one short session
+//! per try) and a connect that finds no ticket free (it asks, then
+//! closes), no session of the budget is ever open without a ticket.
 //!
 //! Every `share_interval` (1 s by default) the control session reads `N`
 //! and who is wanting, one query on `pg_locks`; nothing is read on a
 //! checkout or a return. An instance below its share whose connect found
 //! no ticket signals need by holding `(control key, -pid)` (a "wanting"
-//! lock) until it reaches its share or has had no refusal for three
-//! intervals. While any instance wants, an instance at or above its share
+//! lock, `(control key, -id)`) until it reaches its share or has had no
+//! refusal for three intervals. While any instance wants, an instance at or above its share
 //! claims no more tickets (it refuses before connecting, and its claim
 //! query also looks for wanting locks in `pg_locks`, in case its own
 //! view is one interval old), and one
@@ -70,9 +94,8 @@
 //! key: a budget whose ticket or control key equals this one's control
 //! key (or another application's two-key advisory locks with that first
 //! key) would be miscounted as instances or as wanting. The second keys of
-//! control locks are backend process ids, positive for members and negated
-//! for wanting; they never meet tickets, which live under the other first
-//! key.
+//! control locks are instance ids, positive for members and negated for
+//! wanting; they never meet tickets, which live under the other first key.
 
 // Without a PostgreSQL manager nothing in the crate uses the fair share's
 // machinery (its unit tests still do).
@@ -154,7 +177,9 @@ impl FleetBudget {
             key,
             control_key: control_key_of(name, key),
             total,
-            share_interval: Some(DEFAULT_SHARE_INTERVAL),
+            // One ticket leaves nothing to share: the control session
+            // would hold it, and no connection could ever open.
+            share_interval: (total > 1).then_some(DEFAULT_SHARE_INTERVAL),
         })
     }
 
@@ -162,7 +187,8 @@ impl FleetBudget {
     /// budget and whether one of them wants tickets ([fair
     /// share](self#fair-share)), or turns fair share off with `None` (no
     /// control session; the first to connect keep the budget). Defaults to
-    /// [`DEFAULT_SHARE_INTERVAL`], 1 s: one query on `pg_locks` per
+    /// [`DEFAULT_SHARE_INTERVAL`], 1 s (off for a budget of one ticket,
+    /// which the control session would hold): one query on `pg_locks` per
     /// instance per interval. A shorter interval moves tickets to a new
     /// instance sooner, for more of those queries.
     ///
@@ -181,13 +207,18 @@ impl FleetBudget {
     ///
     /// # Errors
     ///
-    /// [`FleetBudgetConfigError::ZeroShareInterval`] for a zero interval.
+    /// [`FleetBudgetConfigError::ZeroShareInterval`] for a zero interval,
+    /// [`FleetBudgetConfigError::ShareOfOneTicket`] for an interval on a
+    /// budget of one ticket.
     pub fn with_share_interval(
         mut self,
         interval: Option<Duration>,
     ) -> Result<Self, FleetBudgetConfigError> {
         if interval == Some(Duration::ZERO) {
             return Err(FleetBudgetConfigError::ZeroShareInterval);
+        }
+        if interval.is_some() && self.total < 2 {
+            return Err(FleetBudgetConfigError::ShareOfOneTicket);
         }
         self.share_interval = interval;
         Ok(self)
@@ -353,6 +384,9 @@ pub enum FleetBudgetConfigError {
     /// A fair share recheck interval of zero: the recheck would never
     /// pause.
     ZeroShareInterval,
+    /// Fair share asked of a budget of one ticket: the instance's control
+    /// session holds a ticket, so no connection could ever open.
+    ShareOfOneTicket,
     /// A fair share interval set on a manager with no fleet budget to
     /// apply it to: set `fleet_budget` first.
     ShareIntervalWithoutBudget,
@@ -372,6 +406,10 @@ impl fmt::Display for FleetBudgetConfigError {
                 "fleet budget: fleet_budget cannot work with pooler_mode(PoolerMode::Transaction): \
                  its tickets are session locks, which a transaction-mode pooler gives to \
                  other clients; budget the pooler's server connections instead",
+            ),
+            Self::ShareOfOneTicket => f.write_str(
+                "fleet budget: fair share needs a total of at least 2 (its control session \
+                 holds a ticket); a budget of 1 has fair share off",
             ),
             Self::ZeroShareInterval => f.write_str(
                 "fleet budget: the fair share interval must be above zero (None turns fair share off)",
@@ -487,6 +525,14 @@ mod control {
         /// simple query protocol) and returns its first row's columns, each
         /// an `int8`.
         fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, BoxError>>;
+
+        /// Runs statements of literal SQL that return no row (`LISTEN`).
+        fn execute<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+
+        /// The payloads of the notifications received on this session
+        /// since the last call (those of a `LISTEN` the session runs),
+        /// oldest first. No I/O: what the driver has read already.
+        fn notifications(&mut self) -> Vec<String>;
     }
 }
 pub(crate) use control::ControlSession;
@@ -538,6 +584,18 @@ pub(crate) struct FleetShare {
     wanting: AtomicBool,
     /// The control session's backend pid (0: none).
     control_pid: AtomicI32,
+    /// This instance's id: the second key of its member lock, and what it
+    /// notifies when it cannot join. Random, positive; drawn again if
+    /// another instance holds the same.
+    id: AtomicI32,
+    /// The control session holds its ticket and its member lock: the
+    /// instance counts one more ticket than its connections hold.
+    joined: AtomicBool,
+    /// The control session found no ticket to join with and knocked: the
+    /// instance's connects wait until it has joined (and counted once), so
+    /// that the tickets the others give back go to the control session
+    /// first.
+    knocked: AtomicBool,
     /// A control task is running for this instance.
     running: AtomicBool,
     /// Wakes the control task: a refusal to signal, or this state dropped.
@@ -582,6 +640,9 @@ impl FleetShare {
             refused: AtomicBool::new(false),
             wanting: AtomicBool::new(false),
             control_pid: AtomicI32::new(0),
+            id: AtomicI32::new(random_id()),
+            joined: AtomicBool::new(false),
+            knocked: AtomicBool::new(false),
             running: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
         }))
@@ -595,11 +656,22 @@ impl FleetShare {
     ///
     /// [`FleetBudgetExhausted`], as when no ticket is free.
     pub(crate) fn admit(&self) -> Result<Claim, FleetBudgetExhausted> {
-        let borrowing = self.held.load(Ordering::Relaxed) >= self.share.load(Ordering::Relaxed);
+        if self.knocked.load(Ordering::Relaxed) {
+            // The control session tries to join again now.
+            self.wake.notify_one();
+            return Err(self.budget.exhausted());
+        }
+        let borrowing = self.tickets() >= self.share.load(Ordering::Relaxed);
         if borrowing && self.others_want.load(Ordering::Relaxed) {
             return Err(self.budget.exhausted());
         }
         Ok(Claim { borrowing })
+    }
+
+    /// The tickets this instance holds: its connections', and its control
+    /// session's once it has joined.
+    fn tickets(&self) -> u32 {
+        self.held.load(Ordering::Relaxed) + u32::from(self.joined.load(Ordering::Relaxed))
     }
 
     /// The claim query for `claim`, parameters written in: a borrowing
@@ -731,26 +803,56 @@ impl FleetShare {
         FleetShareView {
             members: self.members.load(Ordering::Relaxed),
             share: self.share.load(Ordering::Relaxed),
-            held: self.held.load(Ordering::Relaxed),
+            held: self.tickets(),
             wanting: self.wanting.load(Ordering::Relaxed),
         }
     }
 
+    /// The control session's ticket: the one taken (`0..total`) or `-1`
+    /// when none is free, and the session's backend pid.
     fn join_sql(&self) -> String {
         format!(
-            "SELECT pg_backend_pid()::int8, \
-             pg_try_advisory_lock(({})::int4, pg_backend_pid())::int4::int8",
-            self.budget.control_key()
+            "SELECT coalesce(({}), -1)::int8, pg_backend_pid()::int8",
+            self.budget.claim_sql_literal(self.budget.random_start())
         )
     }
 
-    fn count_sql(&self) -> String {
+    /// The member lock, on a session holding its ticket: `1` when taken.
+    fn member_sql(&self) -> String {
+        format!(
+            "SELECT pg_try_advisory_lock(({})::int4, ({})::int4)::int4::int8",
+            self.budget.control_key(),
+            self.id.load(Ordering::Relaxed)
+        )
+    }
+
+    /// The channel on which an instance that cannot join says so.
+    fn channel(&self) -> String {
+        format!("pool_fleet_{}", as_oid(self.budget.control_key()))
+    }
+
+    /// Run by a session that found no ticket for the control session,
+    /// before it closes: tells the members that this instance wants in.
+    fn knock_sql(&self) -> String {
+        format!(
+            "SELECT (pg_notify('{}', '{}') IS NULL)::int4::int8",
+            self.channel(),
+            self.id.load(Ordering::Relaxed)
+        )
+    }
+
+    /// Members, others wanting, and how many of `knocking` (ids that asked
+    /// to join lately) are members now.
+    fn count_sql(&self, knocking: &[i32]) -> String {
+        let ids: Vec<String> = knocking.iter().map(|id| as_oid(*id).to_string()).collect();
         format!(
             "SELECT count(*) FILTER (WHERE l.objid::int8 < 2147483648)::int8, \
              count(*) FILTER (WHERE l.objid::int8 >= 2147483648 \
-               AND l.pid <> pg_backend_pid())::int8 \
+               AND l.pid <> pg_backend_pid())::int8, \
+             count(*) FILTER (WHERE l.objid::int8 = ANY (ARRAY[{}]::int8[]))::int8 \
              FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 2 \
              AND l.granted AND l.classid::int8 = {} AND {THIS_DATABASE}",
+            ids.join(", "),
             as_oid(self.budget.control_key())
         )
     }
@@ -762,8 +864,9 @@ impl FleetShare {
             "pg_advisory_unlock"
         };
         format!(
-            "SELECT {f}(({})::int4, -pg_backend_pid())::int4::int8",
-            self.budget.control_key()
+            "SELECT {f}(({})::int4, ({})::int4)::int4::int8",
+            self.budget.control_key(),
+            -self.id.load(Ordering::Relaxed)
         )
     }
 
@@ -774,28 +877,57 @@ impl FleetShare {
         session: &mut Control,
         last_refused: &mut Option<Instant>,
     ) -> Result<(), BoxError> {
-        let row = session.session.row(&self.count_sql()).await?;
+        // Knocks read by the last query (or the driver since): the ids of
+        // instances that found no ticket to join with, each remembered for
+        // two intervals (a knocker knocks again at least once an interval)
+        // or until every knocker is a member.
+        let own = self.id.load(Ordering::Relaxed);
+        for payload in session.session.notifications() {
+            if let Ok(id) = payload.parse::<i32>() {
+                if id != own {
+                    session.knocking.retain(|(known, _)| *known != id);
+                    session.knocking.push((id, Instant::now()));
+                }
+            }
+        }
+        let remember = self.interval * 2;
+        session.knocking.retain(|(_, at)| at.elapsed() < remember);
+        let ids: Vec<i32> = session.knocking.iter().map(|(id, _)| *id).collect();
+        let row = session.session.row(&self.count_sql(&ids)).await?;
         let count = |i: usize| {
             row.get(i)
                 .and_then(|&n| u32::try_from(n).ok())
                 .ok_or("the fair share count returned no count")
         };
-        let (members, others) = (count(0)?, count(1)?);
+        let (joined, others, knocked_in) = (count(0)?, count(1)?, count(2)?);
+        // An instance knocking is a member still outside, and it wants.
+        let knocking = u32::try_from(ids.len())
+            .unwrap_or(u32::MAX)
+            .saturating_sub(knocked_in);
+        if knocking == 0 {
+            // All in: none of them is to be counted again should it leave.
+            session.knocking.clear();
+        }
+        let members = joined.saturating_add(knocking);
+        let others_want = others > 0 || knocking > 0;
         if self.refused.swap(false, Ordering::Relaxed) {
             *last_refused = Some(Instant::now());
         }
         let refused_lately = last_refused.is_some_and(|at| at.elapsed() < self.interval * 3);
+        let held = self.held.load(Ordering::Relaxed);
         let decision = decide(
             self.budget.total(),
             members,
-            self.held.load(Ordering::Relaxed),
-            others > 0,
+            held + 1,
+            others_want,
             refused_lately,
         );
         self.members.store(members, Ordering::Relaxed);
         self.share.store(decision.share, Ordering::Relaxed);
-        self.others_want.store(others > 0, Ordering::Relaxed);
-        self.give_back.store(decision.give_back, Ordering::Relaxed);
+        self.others_want.store(others_want, Ordering::Relaxed);
+        // The control session's own ticket is not given back.
+        self.give_back
+            .store(decision.give_back.min(held), Ordering::Relaxed);
         if decision.want != session.wanting {
             session.session.row(&self.want_sql(decision.want)).await?;
             session.wanting = decision.want;
@@ -807,6 +939,8 @@ impl FleetShare {
     /// The control session is gone: forget what it read, so that this
     /// instance neither gives back nor holds back on stale news.
     fn forget(&self) {
+        self.joined.store(false, Ordering::Relaxed);
+        self.knocked.store(false, Ordering::Relaxed);
         self.others_want.store(false, Ordering::Relaxed);
         self.give_back.store(0, Ordering::Relaxed);
         self.wanting.store(false, Ordering::Relaxed);
@@ -877,6 +1011,46 @@ impl Drop for Running {
 struct Control {
     session: Box<dyn ControlSession>,
     wanting: bool,
+    /// Instances that knocked lately, and when.
+    knocking: Vec<(i32, Instant)>,
+}
+
+/// A random instance id: positive, so that its negation (the wanting
+/// lock) never meets a member lock.
+fn random_id() -> i32 {
+    fastrand::i32(1..=i32::MAX)
+}
+
+/// Opens a control session and joins: takes a ticket, then the member
+/// lock, then listens for knocks. `None` when it could not: without a
+/// free ticket it knocks first, and the session closes (dropped here), so
+/// that no session outside the budget stays open.
+async fn join(state: &FleetShare, open: &OpenControl) -> Result<Option<Control>, BoxError> {
+    let mut session = open().await?;
+    let row = session.row(&state.join_sql()).await?;
+    let ticket = row.first().copied().unwrap_or(-1);
+    if ticket < 0 {
+        session.row(&state.knock_sql()).await?;
+        state.knocked.store(true, Ordering::Relaxed);
+        return Ok(None);
+    }
+    if session.row(&state.member_sql()).await?.first() != Some(&1) {
+        // Another instance drew the same id: draw again, and join on the
+        // next try (this session, and its ticket, close here).
+        state.id.store(random_id(), Ordering::Relaxed);
+        return Ok(None);
+    }
+    session
+        .execute(&format!("LISTEN \"{}\"", state.channel()))
+        .await?;
+    let pid = row.get(1).and_then(|&p| i32::try_from(p).ok());
+    state.control_pid.store(pid.unwrap_or(0), Ordering::Relaxed);
+    state.joined.store(true, Ordering::Relaxed);
+    Ok(Some(Control {
+        session,
+        wanting: false,
+        knocking: Vec::new(),
+    }))
 }
 
 /// The control task: opens the session, rechecks every interval (or at
@@ -889,37 +1063,39 @@ async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, 
         let Some(state) = share.upgrade() else {
             return;
         };
-        let interval = state.interval;
         if session.is_none() {
-            match open().await {
-                Ok(mut opened) => match opened.row(&state.join_sql()).await {
-                    Ok(row) => {
-                        let pid = row.first().and_then(|&p| i32::try_from(p).ok());
-                        state.control_pid.store(pid.unwrap_or(0), Ordering::Relaxed);
-                        session = Some(Control {
-                            session: opened,
-                            wanting: false,
-                        });
-                    }
-                    Err(e) => {
-                        tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: joining failed");
-                    }
-                },
+            match join(&state, &open).await {
+                Ok(joined) => session = joined,
                 Err(e) => {
-                    tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: no control session");
+                    // Not shut out but failing (the server unreachable, say):
+                    // the connects go on, and report what they meet.
+                    state.knocked.store(false, Ordering::Relaxed);
+                    tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: joining failed");
                 }
             }
         }
         if let Some(open_session) = session.as_mut() {
-            if let Err(e) = state.recheck(open_session, &mut last_refused).await {
-                tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: recheck failed");
-                session = None;
-                state.forget();
+            match state.recheck(open_session, &mut last_refused).await {
+                // Joined and counted: the connects may claim again.
+                Ok(()) => state.knocked.store(false, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!(budget = state.budget.name(), error = %e, "fleet fair share: recheck failed");
+                    session = None;
+                    state.forget();
+                }
             }
         }
+        // Shut out, it tries again five times an interval (the others
+        // give tickets back within about one, as their connections come
+        // back): one short session each.
+        let wait = if state.knocked.load(Ordering::Relaxed) {
+            state.interval / 5
+        } else {
+            state.interval
+        };
         drop(state);
         // Woken early by a refusal to signal, or by the state's drop.
-        let _ = tokio::time::timeout(interval, wake.notified()).await;
+        let _ = tokio::time::timeout(wait, wake.notified()).await;
     }
 }
 
@@ -1008,6 +1184,16 @@ mod tests {
             budget.clone().with_share_interval(Some(Duration::ZERO)),
             Err(FleetBudgetConfigError::ZeroShareInterval)
         );
+        // One ticket: off by default, and refused when asked for.
+        let one = FleetBudget::new("x", 1).expect("valid");
+        assert_eq!(one.share_interval(), None);
+        assert_eq!(
+            one.with_share_interval(Some(DEFAULT_SHARE_INTERVAL)),
+            Err(FleetBudgetConfigError::ShareOfOneTicket)
+        );
+        assert!(FleetBudgetConfigError::ShareOfOneTicket
+            .to_string()
+            .contains("at least 2"));
         let off = budget.clone().with_share_interval(None).expect("off");
         assert!(FleetShare::new(&off).is_none());
         assert!(FleetShare::new(&budget).is_some());
@@ -1148,21 +1334,56 @@ mod tests {
         assert!(share.refused.load(Ordering::Relaxed));
     }
 
-    /// A control session that answers from a script: members and others
-    /// wanting, set by the test, and a log of the lock statements.
+    /// What a [`Scripted`] session answers and logs.
+    #[derive(Default)]
+    struct Script {
+        /// Members and others wanting, as the count reads them.
+        members: i64,
+        others: i64,
+        /// The ticket the join takes (`-1`: none free).
+        ticket: i64,
+        /// Notification payloads still to deliver.
+        knocks: Vec<String>,
+        /// The statements run, but the counts.
+        log: Vec<String>,
+    }
+
+    /// A control session that answers from a script the test sets.
     #[derive(Clone, Default)]
-    struct Scripted(Arc<std::sync::Mutex<(i64, i64, Vec<String>)>>);
+    struct Scripted(Arc<std::sync::Mutex<Script>>);
 
     impl ControlSession for Scripted {
         fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, BoxError>> {
             Box::pin(async move {
                 let mut state = self.0.lock().map_err(|_| "poisoned")?;
                 if sql.contains("count(*)") {
-                    return Ok(vec![state.0, state.1]);
+                    // Knocks are never members yet here.
+                    return Ok(vec![state.members, state.others, 0]);
                 }
-                state.2.push(sql.to_owned());
-                Ok(vec![42, 1])
+                state.log.push(sql.to_owned());
+                if sql.contains("coalesce") {
+                    return Ok(vec![state.ticket, 42]);
+                }
+                Ok(vec![1])
             })
+        }
+
+        fn execute<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+            Box::pin(async move {
+                self.0
+                    .lock()
+                    .map_err(|_| "poisoned")?
+                    .log
+                    .push(sql.to_owned());
+                Ok(())
+            })
+        }
+
+        fn notifications(&mut self) -> Vec<String> {
+            self.0
+                .lock()
+                .map(|mut s| std::mem::take(&mut s.knocks))
+                .unwrap_or_default()
         }
     }
 
@@ -1173,7 +1394,7 @@ mod tests {
             .expect("valid");
         let share = FleetShare::new(&budget).expect("on");
         let script = Scripted::default();
-        script.0.lock().expect("lock").0 = 5;
+        script.0.lock().expect("lock").members = 5;
         let opened = script.clone();
         share.start_control(move || {
             Box::new(move || {
@@ -1191,34 +1412,37 @@ mod tests {
             }
             panic!("never: {what}");
         }
+        let logged = |what: &dyn Fn(&str) -> bool| {
+            script.0.lock().expect("lock").log.iter().any(|q| what(q))
+        };
         until("the first count", || share.view().members == 5).await;
         assert_eq!(share.view().share, 4);
         assert_eq!(share.control_pid.load(Ordering::Relaxed), 42);
+        // The control session holds a ticket (counted for the instance),
+        // its member lock, and listens for knocks.
+        assert_eq!(share.view().held, 1);
+        let id = share.id.load(Ordering::Relaxed);
+        assert!(id > 0);
+        assert!(logged(
+            &|q| q.contains("coalesce") && q.contains("pg_try_advisory_lock")
+        ));
+        assert!(logged(&|q| q.contains(&format!(", ({id})::int4)"))));
+        assert!(logged(&|q| q.starts_with("LISTEN \"pool_fleet_")));
 
         // Refused below the share: the wanting lock is taken.
         share.refused(Claim { borrowing: false });
         until("wanting", || share.view().wanting).await;
-        assert!(script
-            .0
-            .lock()
-            .expect("lock")
-            .2
-            .iter()
-            .any(|q| q.contains("pg_try_advisory_lock") && q.contains("-pg_backend_pid()")));
+        assert!(logged(
+            &|q| q.contains("pg_try_advisory_lock") && q.contains(&format!("({})::int4)", -id))
+        ));
         // At its share (and no refusal for three intervals) it lets go.
-        let seats: Vec<FleetSeat> = (0..6).map(|_| share.seat()).collect();
+        let seats: Vec<FleetSeat> = (0..5).map(|_| share.seat()).collect();
         until("not wanting", || !share.view().wanting).await;
-        assert!(script
-            .0
-            .lock()
-            .expect("lock")
-            .2
-            .iter()
-            .any(|q| q.contains("pg_advisory_unlock")));
+        assert!(logged(&|q| q.contains("pg_advisory_unlock")));
 
-        // Another wants: 6 held, share 4, two to give back, and no
-        // borrowing connect meanwhile.
-        script.0.lock().expect("lock").1 = 1;
+        // Another wants: 5 held and the control session's ticket, share 4,
+        // two to give back, and no borrowing connect meanwhile.
+        script.0.lock().expect("lock").others = 1;
         until("a give-back", || {
             share.give_back.load(Ordering::Relaxed) == 2
         })
@@ -1226,19 +1450,102 @@ mod tests {
         assert!(share.admit().is_err());
         assert!(seats[0].give_back() && seats[1].give_back() && !seats[2].give_back());
         // Nobody wants any more: nothing to give back, borrowing allowed.
-        script.0.lock().expect("lock").1 = 0;
+        script.0.lock().expect("lock").others = 0;
         until("no give-back", || {
             !share.others_want.load(Ordering::Relaxed)
         })
         .await;
         assert_eq!(share.give_back.load(Ordering::Relaxed), 0);
         assert!(share.admit().is_ok());
+
+        // An instance that found no ticket to join with knocks: it counts
+        // as a member that wants (6 members, share 3: with 3 seats and the
+        // control ticket, one to give back), until it has not knocked for
+        // two intervals.
+        drop(seats);
+        let seats: Vec<FleetSeat> = (0..3).map(|_| share.seat()).collect();
+        script.0.lock().expect("lock").knocks.push("7".to_owned());
+        until("the knock counted", || share.view().members == 6).await;
+        assert!(share.others_want.load(Ordering::Relaxed));
+        until("its give-back", || {
+            share.give_back.load(Ordering::Relaxed) == 1
+        })
+        .await;
+        until("the knock forgotten", || share.view().members == 5).await;
+        // Its own knock, were it to hear one, is not another instance.
+        script.0.lock().expect("lock").knocks.push(id.to_string());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(share.view().members, 5);
         drop(seats);
 
         // Dropping the state ends the task, which drops its session (and
         // its opener): only the test's handle on the script is left.
         drop(share);
         until("the task's end", || Arc::strong_count(&script.0) == 1).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_instance_without_a_ticket_to_join_knocks_and_keeps_no_session() {
+        let budget = FleetBudget::new("full", 3)
+            .and_then(|b| b.with_share_interval(Some(Duration::from_millis(10))))
+            .expect("valid");
+        let share = FleetShare::new(&budget).expect("on");
+        let script = Scripted::default();
+        script.0.lock().expect("lock").ticket = -1;
+        let opened = script.clone();
+        share.start_control(move || {
+            Box::new(move || {
+                let session = opened.clone();
+                Box::pin(async move { Ok(Box::new(session) as Box<dyn ControlSession>) })
+            })
+        });
+        let id = share.id.load(Ordering::Relaxed);
+        for _ in 0..500 {
+            if script
+                .0
+                .lock()
+                .expect("lock")
+                .log
+                .iter()
+                .filter(|q| q.contains("pg_notify"))
+                .count()
+                >= 2
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let log = std::mem::take(&mut script.0.lock().expect("lock").log);
+        let knock = format!(
+            "pg_notify('pool_fleet_{}', '{id}')",
+            as_oid(budget.control_key())
+        );
+        assert!(
+            log.iter().filter(|q| q.contains(&knock)).count() >= 2,
+            "{log:?}"
+        );
+        // No member lock, no LISTEN, no count: the session was dropped.
+        assert!(
+            !log.iter()
+                .any(|q| q.contains("LISTEN") || q.contains(&format!(", ({id})::int4)"))),
+            "{log:?}"
+        );
+        assert_eq!(share.view().held, 0);
+        assert!(!share.joined.load(Ordering::Relaxed));
+        // Until it joins, its connects wait: the tickets the others give
+        // back go to the control session first.
+        assert!(share.knocked.load(Ordering::Relaxed));
+        assert_eq!(share.admit(), Err(budget.exhausted()));
+        script.0.lock().expect("lock").ticket = 2;
+        for _ in 0..500 {
+            if share.view().held == 1 && !share.knocked.load(Ordering::Relaxed) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(share.view().held, 1, "joined");
+        assert!(share.admit().is_ok());
+        drop(share);
     }
 
     mod props {

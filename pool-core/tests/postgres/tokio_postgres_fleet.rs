@@ -244,10 +244,11 @@ fn parent() {
         picked_up <= IDLE_AT - KILL_AT,
         "the killed child's share took {picked_up:?}: not before the idle phase"
     );
-    // The idle child gives its share to the busy ones.
+    // The idle child gives its share to the busy ones: it keeps only its
+    // fair share control session's ticket.
     let regrown = samples
         .iter()
-        .find(|s| s.at > IDLE_AT && s.by_child[IDLER] == 0 && s.total() == i64::from(BUDGET))
+        .find(|s| s.at > IDLE_AT && s.by_child[IDLER] <= 1 && s.total() == i64::from(BUDGET))
         .map(|s| s.at - IDLE_AT);
     // Found within the sampler's window, so before the run ended.
     let regrown = regrown.expect("the busy children never took the idle child's share");
@@ -317,8 +318,10 @@ async fn sample(
 async fn a_connect_without_a_free_ticket_fails_naming_the_budget() {
     let url = crate::support::db::url("DATABASE_URL");
     let name = format!("pc_fleet_small_{}", std::process::id());
-    let manager =
-        PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls).fleet_budget(&name, 2);
+    // Fair share off: no control session takes one of the two tickets.
+    let manager = PostgresManager::new(url.parse().expect("DATABASE_URL"), NoTls)
+        .fleet_budget(&name, 2)
+        .fleet_share_interval(None);
     let a = manager.connect().await.expect("first ticket");
     let b = manager.connect().await.expect("second ticket");
     let mut tickets = [a.fleet_ticket(), b.fleet_ticket()];
@@ -578,16 +581,17 @@ async fn an_instance_alone_borrows_the_whole_budget() {
         let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
         let admin = connect_admin(&url).await;
         let mut instances: Vec<Instance> = (0..5).map(|i| Instance::new(&url, &name, i)).collect();
-        // Each instance connects once (its control session counts it) and
-        // then holds nothing.
+        // Each instance connects once (its control session joins, holding
+        // one ticket) and then holds no connection.
         for instance in &instances {
             let conn = instance.pool.get().await.expect("a first connection");
             conn.discard();
         }
-        let none = |held: &BTreeMap<String, i64>| held.values().sum::<i64>() == 0;
-        poll_tickets(&admin, &budget, SHARE_WITHIN, none)
+        let controls =
+            |held: &BTreeMap<String, i64>| held.len() == 5 && held.values().all(|&n| n == 1);
+        poll_tickets(&admin, &budget, SHARE_WITHIN, controls)
             .await
-            .expect("the first connections never closed");
+            .expect("the control sessions never joined, or the first connections never closed");
 
         // Every instance has counted the five (one recheck each).
         let from = Instant::now();
@@ -604,10 +608,11 @@ async fn an_instance_alone_borrows_the_whole_budget() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
+        // The busy one takes all but the four others' control sessions.
         instances[0].load(SHARE_TASKS + 6);
         let busy = app_name(&name, 0);
         poll_tickets(&admin, &budget, SHARE_WITHIN, |held| {
-            held.get(&busy).copied() == Some(i64::from(SHARE_BUDGET))
+            held.get(&busy).copied() == Some(i64::from(SHARE_BUDGET) - 4)
         })
         .await
         .expect("the busy instance never borrowed the whole budget");
@@ -671,4 +676,448 @@ fn bad_fair_share_settings_fail_validate() {
         (view.members, view.share, view.held, view.wanting),
         (0, 3, 0, false)
     );
+}
+
+/// How many sessions `application_name` has open on the server, and how
+/// many of them hold a ticket of `budget`.
+async fn sessions_and_tickets(
+    admin: &tokio_postgres::Client,
+    app: &str,
+    budget: &FleetBudget,
+) -> (i64, i64) {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    let row = admin
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pg_locks l \
+               WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.objsubid = 2 \
+               AND l.granted AND l.classid::int8 = $2)) \
+             FROM pg_stat_activity a WHERE a.application_name = $1",
+            &[&app, &classid],
+        )
+        .await
+        .expect("read pg_stat_activity");
+    (row.get(0), row.get(1))
+}
+
+/// Whether the session behind `conn` holds a ticket of `budget`, and how
+/// many other advisory locks it holds.
+async fn own_locks(conn: &tokio_postgres::Client, budget: &FleetBudget) -> (bool, i64) {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    let row = conn
+        .query_one(
+            "SELECT count(*) FILTER (WHERE l.classid::int8 = $1 AND l.objsubid = 2) = 1, \
+                    count(*) FILTER (WHERE NOT (l.classid::int8 = $1 AND l.objsubid = 2)) \
+             FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' \
+               AND l.granted",
+            &[&classid],
+        )
+        .await
+        .expect("read own locks");
+    (row.get(0), row.get(1))
+}
+
+/// `ResetMode::Clean` releases the session's advisory locks on every
+/// return, but not its fleet ticket: a budget of 1, one return, and a
+/// second caller finds no ticket while the first connection is open (and
+/// the server shows one session, holding the ticket). The user's own
+/// advisory locks are still released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn the_clean_reset_keeps_the_ticket() {
+    use pool_core::managers::tokio_postgres::ResetMode;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique_budget("fleet_clean");
+        let budget = FleetBudget::new(&name, 1).expect("budget");
+        let admin = connect_admin(&url).await;
+        let mut pg: tokio_postgres::Config = url.parse().expect("DATABASE_URL");
+        pg.application_name(&name);
+        let manager = PostgresManager::new(pg, NoTls)
+            .reset_mode(ResetMode::Clean)
+            .fleet_budget(&name, 1)
+            .fleet_share_interval(None);
+        let pool = Pool::new_lazy(
+            manager,
+            crate::support::db::pool_config(2, 0, Duration::from_millis(400)),
+        );
+        for round in 0..3 {
+            let conn = pool.get().await.expect("the budget's one connection");
+            assert_eq!(own_locks(&conn, &budget).await, (true, 0), "round {round}");
+            conn.batch_execute("SELECT pg_advisory_lock(1, 2); SELECT pg_advisory_lock(3)")
+                .await
+                .expect("the user's own locks");
+            drop(conn);
+            // The return's reset has run once the connection is idle again.
+            let from = Instant::now();
+            while pool.state().idle != 1 {
+                assert!(from.elapsed() < Duration::from_secs(5), "never idle again");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let a = pool.get().await.expect("the idle connection");
+            assert_eq!(
+                own_locks(&a, &budget).await,
+                (true, 0),
+                "round {round}: the ticket is kept and the user's locks are gone"
+            );
+            let err = pool.get().await.expect_err("no second ticket");
+            assert!(err.to_string().contains("fleet budget"), "{err}");
+            // A refused connect's session may still be closing on the
+            // server; an open connection without a ticket would stay.
+            let from = Instant::now();
+            loop {
+                let seen = sessions_and_tickets(&admin, &name, &budget).await;
+                if seen == (1, 1) {
+                    break;
+                }
+                assert!(
+                    from.elapsed() < Duration::from_secs(2),
+                    "round {round}: (sessions, tickets) = {seen:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+
+        // A user who released the ticket by hand, and another session took
+        // it: the reset finds it held and the pool closes the connection,
+        // which holds no ticket any more. (First the last return settles,
+        // and no connect of the pool is under way to take the ticket.)
+        let from = Instant::now();
+        loop {
+            let state = pool.state();
+            if (state.idle, state.opening, state.waiting) == (1, 0, 0) {
+                break;
+            }
+            assert!(
+                from.elapsed() < Duration::from_secs(5),
+                "never settled: {state:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let conn = pool.get().await.expect("the budget's one connection");
+        conn.batch_execute("SELECT pg_advisory_unlock_all()")
+            .await
+            .expect("unlock by hand");
+        let thief = pool.manager().connect().await.expect("the freed ticket");
+        drop(conn);
+        let from = Instant::now();
+        while pool.state().total != 0 {
+            assert!(
+                from.elapsed() < Duration::from_secs(5),
+                "never closed: {:?}",
+                pool.state()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let from = Instant::now();
+        while sessions_and_tickets(&admin, &name, &budget).await != (1, 1) {
+            assert!(
+                from.elapsed() < Duration::from_secs(5),
+                "the ticketless session stayed open"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(thief);
+        pool.close().await;
+    })
+    .await
+    .expect("the test did not finish within its bound");
+}
+
+/// The sessions of every application_name that starts with `prefix`, as
+/// the server shows them: (open, holding a ticket of `budget`, open for a
+/// second or more without one). A connect that finds no ticket free is
+/// open without one for a moment (it asks, then closes); a session the
+/// pool keeps open must hold one.
+async fn budget_sessions(
+    admin: &tokio_postgres::Client,
+    prefix: &str,
+    budget: &FleetBudget,
+) -> (i64, i64, i64) {
+    let classid = i64::from(u32::from_ne_bytes(budget.key().to_ne_bytes()));
+    let row = admin
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE t.held), \
+               count(*) FILTER (WHERE NOT t.held AND a.backend_start < now() - interval '1 second') \
+             FROM pg_stat_activity a, LATERAL (SELECT EXISTS (SELECT 1 FROM pg_locks l \
+               WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.objsubid = 2 \
+               AND l.granted AND l.classid::int8 = $2)) AS t(held) \
+             WHERE starts_with(a.application_name, $1)",
+            &[&prefix, &classid],
+        )
+        .await
+        .expect("read pg_stat_activity");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// Samples [`budget_sessions`] every 20 ms until `stop`, at most 2 000
+/// times; the samples.
+fn budget_sampler(
+    url: &str,
+    prefix: &str,
+    budget: &FleetBudget,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(i64, i64, i64)>> {
+    let (url, prefix, budget) = (url.to_owned(), prefix.to_owned(), budget.clone());
+    tokio::spawn(async move {
+        let admin = connect_admin(&url).await;
+        let mut samples = Vec::new();
+        while !stop.load(Ordering::Relaxed) && samples.len() < 2_000 {
+            samples.push(budget_sessions(&admin, &prefix, &budget).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        samples
+    })
+}
+
+/// Every session the pool opens for a budget counts against it, the fair
+/// share's control sessions included: two instances in one process under
+/// load fill a budget of 20, and the server never shows a session of
+/// theirs open for a second without a ticket, nor more than 20 sessions
+/// that old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn the_fair_share_opens_no_session_outside_the_budget() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique_budget("fleet_sessions");
+        let budget = FleetBudget::new(&name, SHARE_BUDGET).expect("budget");
+        let admin = connect_admin(&url).await;
+        let mut instances: Vec<Instance> = (0..2).map(|i| Instance::new(&url, &name, i)).collect();
+        for instance in &mut instances {
+            instance.load(SHARE_TASKS);
+        }
+        let full =
+            |held: &BTreeMap<String, i64>| held.values().sum::<i64>() == i64::from(SHARE_BUDGET);
+        poll_tickets(&admin, &budget, SHARE_WITHIN, full)
+            .await
+            .expect("the two instances never filled the budget");
+        // Both instances have joined (each counts two).
+        let from = Instant::now();
+        while !instances.iter().all(|i| {
+            i.pool
+                .manager()
+                .fleet_share()
+                .is_some_and(|v| v.members == 2)
+        }) {
+            assert!(
+                from.elapsed() < SHARE_WITHIN,
+                "the instances never counted two"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = budget_sampler(&url, &name, &budget, stop.clone());
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        stop.store(true, Ordering::Relaxed);
+        let samples = sampler.await.expect("sampler");
+        assert!(samples.len() > 10, "only {} samples", samples.len());
+        for &(open, ticketed, stale) in &samples {
+            assert!(
+                ticketed <= i64::from(SHARE_BUDGET),
+                "{ticketed} tickets held"
+            );
+            assert_eq!(
+                stale, 0,
+                "{stale} sessions open for a second without a ticket ({open} open)"
+            );
+        }
+        let peak = samples.iter().map(|s| s.0).max().unwrap_or(0);
+        eprintln!(
+            "fleet sessions: peak {peak} open (connects in flight included) of {SHARE_BUDGET}"
+        );
+        for instance in instances {
+            instance.stop().await;
+        }
+    })
+    .await
+    .expect("the test did not finish within its bound");
+}
+
+/// Hooks that check, on the server, that every connection the pool opens,
+/// hands out or takes back holds its ticket, and turn some connections
+/// down (closed by the pool) so that tickets move.
+struct TicketHooks {
+    budget: FleetBudget,
+    missing: Arc<AtomicU64>,
+    turns: AtomicU64,
+}
+
+impl TicketHooks {
+    async fn check(&self, conn: &pool_core::managers::tokio_postgres::PgClient) {
+        if !own_locks(conn, &self.budget).await.0 {
+            self.missing.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every `n`th call says no.
+    fn turn_down(&self, n: u64) -> bool {
+        self.turns.fetch_add(1, Ordering::Relaxed) % n == n - 1
+    }
+}
+
+#[pool_core::async_trait]
+impl pool_core::Hooks<PostgresManager<NoTls>> for TicketHooks {
+    async fn after_connect(
+        &self,
+        conn: &mut pool_core::managers::tokio_postgres::PgClient,
+    ) -> Result<(), PgError> {
+        self.check(conn).await;
+        // A session setting and a lock of the user's own, which the Clean
+        // reset undoes and the others keep.
+        conn.batch_execute("SET search_path TO public; SELECT pg_try_advisory_lock(77, 1)")
+            .await?;
+        Ok(())
+    }
+
+    async fn before_acquire(
+        &self,
+        conn: &mut pool_core::managers::tokio_postgres::PgClient,
+        _info: pool_core::ConnectionInfo,
+    ) -> Result<bool, PgError> {
+        self.check(conn).await;
+        Ok(!self.turn_down(7))
+    }
+
+    async fn after_release(
+        &self,
+        conn: &mut pool_core::managers::tokio_postgres::PgClient,
+        _info: pool_core::ConnectionInfo,
+    ) -> Result<bool, PgError> {
+        self.check(conn).await;
+        Ok(!self.turn_down(5))
+    }
+}
+
+/// The fleet budget's property under a mixed load: four pools share one
+/// budget of 8, each with its own reset mode (Clean, RollbackAlways,
+/// Rollback, None), with and without fair share and hooks, their
+/// callers leaving transactions open, taking advisory locks, discarding
+/// connections, while one pool is resized up and down. Sampled every
+/// 20 ms: the tickets held never pass 8 and no session stays open without
+/// one; every connection handed out holds its ticket on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_shared_budget_holds_under_mixed_resets_hooks_discards_and_resize() {
+    use pool_core::managers::tokio_postgres::ResetMode;
+    const TOTAL: u32 = 8;
+    const RUN: Duration = Duration::from_millis(4_000);
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let url = crate::support::db::url("DATABASE_URL");
+        let name = unique_budget("fleet_mixed");
+        let budget = FleetBudget::new(&name, TOTAL).expect("budget");
+        let missing = Arc::new(AtomicU64::new(0));
+        let modes = [
+            (ResetMode::Clean, true, true),
+            (ResetMode::RollbackAlways, true, false),
+            (ResetMode::Rollback, false, true),
+            (ResetMode::None, true, true),
+        ];
+        let mut pools = Vec::new();
+        for (index, &(mode, share, hooks)) in modes.iter().enumerate() {
+            let mut pg: tokio_postgres::Config = url.parse().expect("DATABASE_URL");
+            pg.application_name(app_name(&name, index));
+            let mut manager = PostgresManager::new(pg, NoTls)
+                .reset_mode(mode)
+                .fleet_budget(&name, TOTAL);
+            if !share {
+                manager = manager.fleet_share_interval(None);
+            }
+            let config = PoolConfig::builder()
+                .max_size(4)
+                .min_size(0)
+                .acquire_timeout(Duration::from_millis(500))
+                .build()
+                .expect("config");
+            pools.push(if hooks {
+                Pool::new_lazy_with_hooks(
+                    manager,
+                    config,
+                    TicketHooks {
+                        budget: budget.clone(),
+                        missing: missing.clone(),
+                        turns: AtomicU64::new(0),
+                    },
+                )
+            } else {
+                Pool::new_lazy(manager, config)
+            });
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = budget_sampler(&url, &name, &budget, stop.clone());
+        let started = Instant::now();
+        let done = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for (index, pool) in pools.iter().enumerate() {
+            for task in 0..3_u64 {
+                let (pool, done, budget, missing) =
+                    (pool.clone(), done.clone(), budget.clone(), missing.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut round = task;
+                    while started.elapsed() < RUN {
+                        round += 1;
+                        let Ok(conn) = pool.get().await else {
+                            continue;
+                        };
+                        if !own_locks(&conn, &budget).await.0 {
+                            missing.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let sql = match round % 4 {
+                            0 => "BEGIN; SELECT pg_sleep(0.002)",
+                            1 => "SELECT pg_try_advisory_lock(78, 2); SELECT pg_sleep(0.002)",
+                            2 => "SET statement_timeout = '5s'; SELECT pg_sleep(0.002)",
+                            _ => "SELECT pg_sleep(0.002)",
+                        };
+                        // A Rollback pool does not see a raw BEGIN: its
+                        // callers leave none open.
+                        let sql = if index == 2 && round % 4 == 0 { "SELECT pg_sleep(0.002)" } else { sql };
+                        conn.batch_execute(sql).await.expect("query");
+                        done.fetch_add(1, Ordering::Relaxed);
+                        if round % 6 == 0 {
+                            conn.discard();
+                        }
+                    }
+                }));
+            }
+        }
+        let resizer = tokio::spawn({
+            let pool = pools[1].clone();
+            async move {
+                let mut size = 4;
+                while started.elapsed() < RUN {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    size = if size == 4 { 1 } else { 4 };
+                    pool.resize(size).expect("resize");
+                }
+            }
+        });
+        crate::support::db::join_all(tasks).await;
+        resizer.await.expect("resizer");
+        // A last look after the load, once every return has settled.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        stop.store(true, Ordering::Relaxed);
+        let samples = sampler.await.expect("sampler");
+        assert!(samples.len() > 50, "only {} samples", samples.len());
+        for &(open, ticketed, stale) in &samples {
+            assert!(ticketed <= i64::from(TOTAL), "{ticketed} tickets held");
+            assert_eq!(stale, 0, "{stale} sessions open for a second without a ticket ({open} open)");
+        }
+        assert_eq!(
+            missing.load(Ordering::Relaxed),
+            0,
+            "connections handed out, opened or returned without their ticket"
+        );
+        let done = done.load(Ordering::Relaxed);
+        assert!(done > 20, "only {done} queries ran");
+        eprintln!(
+            "fleet mixed load: {done} queries, {} samples, peak {} open (connects in flight included), {} with a ticket",
+            samples.len(),
+            samples.iter().map(|s| s.0).max().unwrap_or(0),
+            samples.iter().map(|s| s.1).max().unwrap_or(0),
+        );
+        for pool in pools {
+            pool.close().await;
+        }
+    })
+    .await
+    .expect("the test did not finish within its bound");
 }

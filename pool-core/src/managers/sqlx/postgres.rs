@@ -3,7 +3,9 @@
 use std::fmt;
 
 use super::backend::{private, SqlxConnection, SqlxPasswordConnection};
-use super::driver::postgres::{PgConnectOptions, PgConnection, PgSslMode};
+use super::driver::postgres::{
+    PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgSslMode,
+};
 use super::driver::{Connection, Error, Executor, Row};
 use super::password::Provider;
 use super::reset::BoxFuture;
@@ -144,15 +146,27 @@ impl private::Sealed for PgConnection {
                     Some(provider) => options.password(&provider().await?),
                     None => options,
                 };
-                let conn = PgConnection::connect_with(&options).await?;
-                Ok(Box::new(SqlxControl(conn)) as Box<dyn ControlSession>)
+                // A listener, for the knocks of instances that cannot join,
+                // on a pool of its one connection that never replaces it:
+                // only `next_buffered` is called, which never reconnects,
+                // and the control task drops the session on any error.
+                let pool = PgPoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(0)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .test_before_acquire(false)
+                    .connect_with(options)
+                    .await?;
+                let listener = PgListener::connect_with(&pool).await?;
+                Ok(Box::new(SqlxControl(listener)) as Box<dyn ControlSession>)
             })
         })
     }
 }
 
 /// The fair share's control session on sqlx.
-struct SqlxControl(PgConnection);
+struct SqlxControl(PgListener);
 
 impl ControlSession for SqlxControl {
     fn row<'a>(
@@ -162,11 +176,29 @@ impl ControlSession for SqlxControl {
         Box::pin(async move {
             // No parameters: a simple query, its values as text, which
             // sqlx decodes to `i64` all the same.
-            let row = self.0.fetch_one(super::built_sql(sql)).await?;
+            let row = (&mut self.0).fetch_one(super::built_sql(sql)).await?;
             (0..row.len())
                 .map(|i| Ok(row.try_get::<i64, usize>(i)?))
                 .collect()
         })
+    }
+
+    fn execute<'a>(
+        &'a mut self,
+        sql: &'a str,
+    ) -> fleet::BoxFuture<'a, Result<(), fleet::BoxError>> {
+        Box::pin(async move {
+            (&mut self.0).execute(super::built_sql(sql)).await?;
+            Ok(())
+        })
+    }
+
+    fn notifications(&mut self) -> Vec<String> {
+        // Bounded: at most what one recheck reads.
+        std::iter::from_fn(|| self.0.next_buffered())
+            .take(1024)
+            .map(|n| n.payload().to_owned())
+            .collect()
     }
 }
 
@@ -255,7 +287,8 @@ impl SqlxManager<PgConnection> {
     /// whose text says "fleet budget"; the pool retries it with back-off
     /// while callers wait within their `acquire_timeout`. Idle connections
     /// keep their tickets: an `idle_timeout` and a low `min_idle` let an
-    /// idle process give its share back. A `DISCARD ALL` or
+    /// idle process give its share back. Both reset modes keep the ticket
+    /// (their statements release no lock). A `DISCARD ALL` or
     /// `pg_advisory_unlock_all()` sent through a connection releases its
     /// ticket while the connection stays open, so the budget no longer
     /// counts it.
@@ -290,7 +323,8 @@ impl SqlxManager<PgConnection> {
     /// # demo().unwrap();
     /// ```
     ///
-    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
+    /// Fair share is on for a total of 2 or more: see
+    /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
         self.fleet = fleet::set_budget(self.fleet.take(), name, total);
@@ -309,11 +343,14 @@ impl SqlxManager<PgConnection> {
     /// ticket makes those above theirs close their excess connections as
     /// they come back. An instance is this manager and its clones (pools
     /// built from clones share one share); each holds one control session,
-    /// outside the budget, opened with the same options by its first
-    /// connect.
+    /// opened with the same options by its first connect, which holds a
+    /// ticket of the budget like any connection (part of the instance's
+    /// share): see [fair share](crate::managers::fleet#fair-share).
     ///
     /// The setter never fails, so it chains: a zero interval is
     /// [`ZeroShareInterval`](crate::managers::fleet::FleetBudgetConfigError::ZeroShareInterval),
+    /// an interval on a budget of one ticket
+    /// [`ShareOfOneTicket`](crate::managers::fleet::FleetBudgetConfigError::ShareOfOneTicket),
     /// and a call before [`fleet_budget`](Self::fleet_budget)
     /// [`ShareIntervalWithoutBudget`](crate::managers::fleet::FleetBudgetConfigError::ShareIntervalWithoutBudget),
     /// from [`validate`](Self::validate).

@@ -43,6 +43,13 @@
 //! | `RollbackAlways` | `ROLLBACK` | 1 on every return |
 //! | `Clean` | `ROLLBACK`, `CLOSE ALL`, `SET SESSION AUTHORIZATION DEFAULT`, `RESET ALL`, `UNLISTEN *`, `SELECT pg_advisory_unlock_all()`, `DISCARD TEMP`, `DISCARD SEQUENCES` in one simple query | 1 on every return, and the most server work |
 //!
+//! With a [fleet budget](PostgresManager::fleet_budget), `Clean` releases
+//! every advisory lock but the connection's ticket, which it holds
+//! throughout: the unlock runs in a transaction that holds the ticket as a
+//! transaction lock while the session lock is released and taken again (in
+//! the same simple query). A connection whose ticket another session took
+//! meanwhile (the user unlocked it by hand) fails its reset and is closed.
+//!
 //! `Rollback` waits for the server's answer, so once the connection is idle
 //! in the pool it is known to be out of the transaction. A transaction
 //! opened with raw SQL (`batch_execute("BEGIN")`) is invisible to it: use

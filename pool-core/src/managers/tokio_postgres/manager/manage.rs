@@ -1,7 +1,11 @@
 //! [`ManageConnection`] for [`PostgresManager`]: connect, check, reset.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_postgres::{AsyncMessage, Connection};
 
 use pool_api::{async_trait, ManageConnection};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
@@ -29,15 +33,86 @@ const CLEAN_SQL: &str = "ROLLBACK; \
     DISCARD TEMP; \
     DISCARD SEQUENCES";
 
+/// The column that says whether [`clean_keeping_ticket`] kept the ticket.
+const TICKET_KEPT: &str = "pool_fleet_ticket_kept";
+
+/// [`CLEAN_SQL`] for a connection holding the fleet budget ticket
+/// `(key, ticket)`: every advisory lock is released but the ticket, which
+/// the session holds without a gap. Inside one transaction the ticket is
+/// first taken as a transaction lock (granted at once to the session that
+/// holds it as a session lock), `pg_advisory_unlock_all()` then releases
+/// the session locks only, the ticket is taken again as a session lock,
+/// and `COMMIT` drops the transaction lock: no other session can take the
+/// ticket in between. The last row, [`TICKET_KEPT`], is `f` only when
+/// another session held the ticket already (the user unlocked it): the
+/// connection then holds no ticket and must not stay open. Only integers
+/// are written in.
+fn clean_keeping_ticket(key: i32, ticket: i32) -> String {
+    format!(
+        "ROLLBACK; \
+         CLOSE ALL; \
+         SET SESSION AUTHORIZATION DEFAULT; \
+         RESET ALL; \
+         UNLISTEN *; \
+         BEGIN; \
+         SELECT pg_try_advisory_xact_lock(({key})::int4, ({ticket})::int4); \
+         SELECT pg_advisory_unlock_all(); \
+         SELECT pg_try_advisory_lock(({key})::int4, ({ticket})::int4) AS {TICKET_KEPT}; \
+         COMMIT; \
+         DISCARD TEMP; \
+         DISCARD SEQUENCES"
+    )
+}
+
 /// The query that names the server a connection reached, when the config
 /// lists several hosts (see [`failover`](super#failover)).
 const SERVER_KEY_SQL: &str =
     "SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port')";
 
-/// The fair share's control session on `tokio_postgres`.
-struct TokioControl(Client);
+/// The fair share's control session on `tokio_postgres`: the client, and
+/// the payloads of the notifications its connection task received.
+struct TokioControl(Client, Arc<Mutex<Vec<String>>>);
+
+/// The most notification payloads a control session keeps between two
+/// rechecks; more are dropped (a recheck needs one per knocking instance).
+const HEARD_AT_MOST: usize = 1024;
+
+/// Drives a control session's socket, keeping its notifications.
+async fn drive_control<S, T>(mut connection: Connection<S, T>, heard: Arc<Mutex<Vec<String>>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+        match message {
+            Ok(AsyncMessage::Notification(note)) => {
+                if let Ok(mut heard) = heard.lock() {
+                    if heard.len() < HEARD_AT_MOST {
+                        heard.push(note.payload().to_owned());
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, "fleet fair share: the control session ended");
+                return;
+            }
+        }
+    }
+}
 
 impl ControlSession for TokioControl {
+    fn execute<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<(), fleet::BoxError>> {
+        Box::pin(async move { Ok(self.0.batch_execute(sql).await?) })
+    }
+
+    fn notifications(&mut self) -> Vec<String> {
+        self.1
+            .lock()
+            .map(|mut heard| std::mem::take(&mut *heard))
+            .unwrap_or_default()
+    }
+
     fn row<'a>(&'a mut self, sql: &'a str) -> BoxFuture<'a, Result<Vec<i64>, fleet::BoxError>> {
         Box::pin(async move {
             let rows = self.0.simple_query(sql).await?;
@@ -74,8 +149,9 @@ where
                     config.password(provider().await?);
                 }
                 let (client, connection) = config.connect(tls).await?;
-                tokio::spawn(drive(connection));
-                Ok(Box::new(TokioControl(client)) as Box<dyn ControlSession>)
+                let heard = Arc::new(Mutex::new(Vec::new()));
+                tokio::spawn(drive_control(connection, Arc::clone(&heard)));
+                Ok(Box::new(TokioControl(client, heard)) as Box<dyn ControlSession>)
             })
         })
     }
@@ -267,14 +343,38 @@ where
     }
 
     async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
-        let sql = match self.reset_mode {
-            ResetMode::None => return Ok(()),
-            ResetMode::Rollback | ResetMode::RollbackAlways => "ROLLBACK",
-            ResetMode::Clean => CLEAN_SQL,
+        let budgeted = match (self.current_fleet_budget(), conn.inner.ticket) {
+            (Some(budget), Some(ticket)) => Some((budget, ticket)),
+            _ => None,
+        };
+        let sql = match (self.reset_mode, budgeted) {
+            (ResetMode::None, _) => return Ok(()),
+            (ResetMode::Rollback | ResetMode::RollbackAlways, _) => Cow::Borrowed("ROLLBACK"),
+            (ResetMode::Clean, None) => Cow::Borrowed(CLEAN_SQL),
+            (ResetMode::Clean, Some((budget, ticket))) => {
+                Cow::Owned(clean_keeping_ticket(budget.key(), ticket))
+            }
         };
         // As in `is_valid`: a reset dropped at its timeout closes the socket.
         conn.set_abandoned(true);
-        conn.client().batch_execute(sql).await?;
+        match budgeted.filter(|_| self.reset_mode == ResetMode::Clean) {
+            None => conn.client().batch_execute(&sql).await?,
+            Some((budget, _)) => {
+                let replies = conn.client().simple_query(&sql).await?;
+                let kept = replies.iter().any(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        row.columns().first().map(|c| c.name()) == Some(TICKET_KEPT)
+                            && row.get(0) == Some("t")
+                    }
+                    _ => false,
+                });
+                if !kept {
+                    // Another session holds the ticket now: this one is
+                    // outside the budget, and the pool closes it.
+                    return Err(PgError::FleetBudget(budget.exhausted()));
+                }
+            }
+        }
         conn.set_abandoned(false);
         conn.mark_reset();
         Ok(())

@@ -62,6 +62,9 @@ pub enum ResetMode {
     /// authorization, settings, `LISTEN`s, advisory locks, temporary tables
     /// and sequences) in one simple query: one round trip each time.
     /// Prepared statements are kept, so the statement cache stays valid.
+    /// With a [fleet budget](PostgresManager::fleet_budget) the
+    /// connection's ticket is kept through the reset; a connection that
+    /// lost it (released by hand and taken by another session) is closed.
     Clean,
 }
 
@@ -317,7 +320,12 @@ impl<Tls> PostgresManager<Tls> {
     /// by the server when the connection closes, however the process ends.
     ///
     /// Idle connections keep their tickets: an `idle_timeout` and a low
-    /// `min_size` let an idle process give its share back. See
+    /// `min_size` let an idle process give its share back. Every reset mode
+    /// keeps the ticket ([`ResetMode::Clean`] releases every other advisory
+    /// lock). A `pg_advisory_unlock_all()` or `DISCARD ALL` sent through a
+    /// connection releases its ticket while it stays open: with
+    /// [`ResetMode::Clean`] the reset on return takes it back, or closes the
+    /// connection when another session took it meanwhile. See
     /// [`fleet`](crate::managers::fleet) for the key and its collisions.
     ///
     /// ```
@@ -338,7 +346,8 @@ impl<Tls> PostgresManager<Tls> {
     /// [`validate`](Self::validate), which `Pool::new` returns before
     /// opening anything (and a lazy pool's first connect).
     ///
-    /// Fair share is on: see [`fleet_share_interval`](Self::fleet_share_interval).
+    /// Fair share is on for a total of 2 or more: see
+    /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
         self.fleet = fleet::set_budget(self.fleet.take(), name, total);
@@ -356,8 +365,10 @@ impl<Tls> PostgresManager<Tls> {
     /// rest while nobody else needs them; an instance below its share that
     /// finds no ticket makes those above theirs close their excess
     /// connections as they come back. Each instance holds one control
-    /// session of its own, outside the budget, opened with the same
-    /// settings by its first connect.
+    /// session of its own, opened with the same settings by its first
+    /// connect, which holds a ticket of the budget like any connection
+    /// (part of the instance's share): see [fair
+    /// share](crate::managers::fleet#fair-share).
     ///
     /// ```
     /// use std::time::Duration;
@@ -373,7 +384,9 @@ impl<Tls> PostgresManager<Tls> {
     ///
     /// The setter never fails, so it chains: a zero interval is a
     /// [`PgConfigError::FleetBudget`] holding
-    /// [`FleetBudgetConfigError::ZeroShareInterval`], and a call before
+    /// [`FleetBudgetConfigError::ZeroShareInterval`], an interval on a
+    /// budget of one ticket one holding
+    /// [`FleetBudgetConfigError::ShareOfOneTicket`], and a call before
     /// [`fleet_budget`](Self::fleet_budget) one holding
     /// [`FleetBudgetConfigError::ShareIntervalWithoutBudget`], from
     /// [`validate`](Self::validate).
