@@ -35,9 +35,84 @@ pub(crate) struct TxCommon {
     /// After-commit callbacks, each with the savepoint depth it was
     /// registered at (0: the transaction itself).
     pub(crate) callbacks: Mutex<Vec<(u32, Callback)>>,
+    /// The savepoints open on the transaction, innermost last.
+    savepoints: Mutex<Savepoints>,
+    /// Woken when a savepoint ends.
+    savepoint_ended: Notify,
+}
+
+/// The savepoints of one transaction that are open, by id.
+///
+/// A savepoint ends every savepoint opened after it (`RELEASE` keeps their
+/// work, `ROLLBACK TO` drops it), so two savepoints of one transaction are
+/// only right when one lies inside the other: statements, and new
+/// savepoints, are taken only from code running in the innermost one
+/// (see [`TxCommon::is_innermost`]); the others wait until it ends.
+#[derive(Default)]
+struct Savepoints {
+    /// Ids of the open savepoints, outermost first.
+    open: Vec<u64>,
+    /// The last id given out (ids start at 1; 0 is the transaction itself).
+    last: u64,
 }
 
 impl TxCommon {
+    fn savepoints(&self) -> std::sync::MutexGuard<'_, Savepoints> {
+        // Only plain integers change under the lock, never half-way.
+        self.savepoints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether code running in savepoint `inside` (0: in none) may use the
+    /// connection now: `inside` is the innermost savepoint open, so its
+    /// statements land where that code's scope says. Taken together with
+    /// the connection's lock, which every new savepoint takes, it stays
+    /// true while that lock is held.
+    pub(crate) fn is_innermost(&self, inside: u64) -> bool {
+        self.savepoints().open.last().copied().unwrap_or(0) == inside
+    }
+
+    /// Whether savepoint `inside` (0: the transaction itself) is still
+    /// open.
+    pub(crate) fn is_open(&self, inside: u64) -> bool {
+        inside == 0 || self.savepoints().open.contains(&inside)
+    }
+
+    /// Records a new savepoint inside `inside`, if that is the innermost
+    /// one now, and returns its id; `None` while another is open there.
+    /// Call with the connection's lock held, and send the `SAVEPOINT`
+    /// before letting it go.
+    pub(crate) fn open_savepoint(&self, inside: u64) -> Option<u64> {
+        let mut savepoints = self.savepoints();
+        if savepoints.open.last().copied().unwrap_or(0) != inside {
+            return None;
+        }
+        savepoints.last += 1;
+        let id = savepoints.last;
+        savepoints.open.push(id);
+        Some(id)
+    }
+
+    /// Forgets savepoint `id` (and any left open inside it, which the
+    /// server ends with it), and wakes whoever waits for its turn.
+    pub(crate) fn close_savepoint(&self, id: u64) {
+        {
+            let mut savepoints = self.savepoints();
+            if let Some(at) = savepoints.open.iter().position(|open| *open == id) {
+                savepoints.open.truncate(at);
+            }
+        }
+        self.savepoint_ended.notify_waiters();
+    }
+
+    /// Waits until a savepoint of this transaction ends. Create it, and
+    /// `enable` it, before checking [`is_innermost`](Self::is_innermost),
+    /// so an end in between is not missed.
+    pub(crate) fn savepoint_ended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.savepoint_ended.notified()
+    }
+
     pub(crate) fn callbacks(&self) -> std::sync::MutexGuard<'_, Vec<(u32, Callback)>> {
         // A callback is only moved in and out under the lock, never run
         // there, so a poisoned lock holds a consistent list.
@@ -95,6 +170,8 @@ pub(crate) struct Frame {
     pub(crate) owns: bool,
     /// Savepoint depth: 0 in the transaction itself, n inside n savepoints.
     pub(crate) depth: u32,
+    /// The id of the innermost savepoint this frame runs in (0: none).
+    pub(crate) savepoint: u64,
     pub(crate) level: Arc<Level>,
     pub(crate) parent: Option<Arc<Frame>>,
 }
