@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::task::Poll;
+use std::time::Duration;
 
 /// The SQL whose one value is `t` outside a transaction block and `f`
 /// inside one: in an explicit transaction `now()` is the time of its
@@ -67,9 +68,17 @@ impl Drop for TableGuard {
 /// Polls `fut` until it finishes, or drops it at its `n`-th `Pending`
 /// (counting from 0), right where it suspended: `None` then.
 pub async fn cancel_at_pending<F: Future>(fut: F, n: usize) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
+    cut_at_pending(fut, n, Duration::ZERO).await
+}
+
+/// As [`cancel_at_pending`], but the cut future lies unpolled for `linger`
+/// before it is dropped: the reply it waited for has arrived by then and
+/// sits unread, the window where a driver sees a transaction the caller
+/// never learnt about.
+pub async fn cut_at_pending<F: Future>(fut: F, n: usize, linger: Duration) -> Option<F::Output> {
+    let mut fut = Box::pin(fut);
     let mut seen = 0;
-    std::future::poll_fn(move |cx| match fut.as_mut().poll(cx) {
+    let out = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
         Poll::Ready(out) => Poll::Ready(Some(out)),
         Poll::Pending if seen == n => Poll::Ready(None),
         Poll::Pending => {
@@ -77,16 +86,25 @@ pub async fn cancel_at_pending<F: Future>(fut: F, n: usize) -> Option<F::Output>
             Poll::Pending
         }
     })
-    .await
+    .await;
+    if out.is_none() && !linger.is_zero() {
+        tokio::time::sleep(linger).await;
+    }
+    drop(fut);
+    out
 }
 
 /// At most this many cancellation points per operation in a sweep.
 pub const MAX_POINTS: usize = 80;
 
-/// Runs `op(n)` cancelled at its `n`-th suspension for n = 0, 1, ... until
-/// it finishes first, calling `check(n)` after each: every point where the
-/// operation waits is cut at least once (timing moves them a little from
-/// run to run).
+/// How long a cut operation lies unpolled in the second pass of a sweep.
+pub const LINGER: Duration = Duration::from_millis(5);
+
+/// Runs `op(n)` cut at its `n`-th suspension for n = 0, 1, ... until it
+/// finishes first, twice per point (dropped at once, and dropped after
+/// lying unpolled for [`LINGER`]), calling `check(n)` after each: every
+/// point where the operation waits is cut at least once (timing moves
+/// them a little from run to run).
 ///
 /// # Panics
 ///
@@ -99,11 +117,13 @@ where
     CFut: Future<Output = ()>,
 {
     for n in 0..MAX_POINTS {
-        let finished = cancel_at_pending(op(n), n).await.is_some();
+        let finished = cut_at_pending(op(n), n, Duration::ZERO).await.is_some();
         check(n, finished).await;
         if finished {
             return;
         }
+        let finished = cut_at_pending(op(n), n, LINGER).await.is_some();
+        check(n, finished).await;
     }
     panic!("{what}: still not finished after {MAX_POINTS} cancellation points");
 }
