@@ -56,6 +56,9 @@ mod tokio_pg;
 #[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
 mod pg_common;
 
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+mod model;
+
 #[cfg(feature = "sqlx-postgres")]
 mod begin_cancel_sqlx {
     use ::sqlx;
