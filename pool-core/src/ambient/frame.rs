@@ -321,3 +321,24 @@ where
         Poll::Ready(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TxCommon;
+
+    #[test]
+    fn a_savepoint_opens_only_inside_the_innermost_and_ends_those_inside_it() {
+        let tx = TxCommon::default();
+        assert!(tx.is_innermost(0) && tx.is_open(0));
+        let a = tx.open_savepoint(0).expect("the first opens");
+        assert_eq!(tx.open_savepoint(0), None, "a sibling waits for it");
+        assert!(!tx.is_innermost(0), "code outside it waits too");
+        let b = tx.open_savepoint(a).expect("one inside it opens");
+        assert!(tx.is_innermost(b) && tx.is_open(a) && tx.is_open(b));
+        tx.close_savepoint(a);
+        assert!(!tx.is_open(a) && !tx.is_open(b), "ended with the outer one");
+        assert!(tx.is_innermost(0));
+        let c = tx.open_savepoint(0).expect("the sibling's turn");
+        assert!(c != a && c != b, "ids are never reused");
+    }
+}
