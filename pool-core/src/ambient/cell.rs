@@ -10,7 +10,7 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use super::backend::TransactionalManager;
 use super::error::TxError;
-use super::frame::Frame;
+use super::frame::{Frame, Turn};
 use crate::PooledConnection;
 
 /// How far a [`Cell`]'s transaction got.
@@ -171,11 +171,11 @@ pub(crate) async fn lock_for<M: TransactionalManager>(
             Held::Shared(guard) => guard.state == State::Open,
             Held::Plain(_) => true,
         };
-        if !open || !tx.is_open(frame.savepoint) {
-            return Err(TxError::Ended);
-        }
-        if tx.is_innermost(frame.savepoint) {
-            return Ok(conn);
+        match tx.turn(frame.savepoint) {
+            _ if !open => return Err(TxError::Ended),
+            Turn::Ended => return Err(TxError::Ended),
+            Turn::Go => return Ok(conn),
+            Turn::Wait => {}
         }
         drop(conn);
         ended.await;

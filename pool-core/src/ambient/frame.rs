@@ -41,13 +41,24 @@ pub(crate) struct TxCommon {
     savepoint_ended: Notify,
 }
 
+/// What [`TxCommon::turn`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// The code's savepoint is the innermost open.
+    Go,
+    /// A savepoint the code does not run in is open inside its own.
+    Wait,
+    /// The code's savepoint has ended.
+    Ended,
+}
+
 /// The savepoints of one transaction that are open, by id.
 ///
 /// A savepoint ends every savepoint opened after it (`RELEASE` keeps their
 /// work, `ROLLBACK TO` drops it), so two savepoints of one transaction are
 /// only right when one lies inside the other: statements, and new
 /// savepoints, are taken only from code running in the innermost one
-/// (see [`TxCommon::is_innermost`]); the others wait until it ends.
+/// (see [`TxCommon::turn`]); the others wait until it ends.
 #[derive(Default)]
 struct Savepoints {
     /// Ids of the open savepoints, outermost first.
@@ -64,19 +75,19 @@ impl TxCommon {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether code running in savepoint `inside` (0: in none) may use the
-    /// connection now: `inside` is the innermost savepoint open, so its
-    /// statements land where that code's scope says. Taken together with
-    /// the connection's lock, which every new savepoint takes, it stays
-    /// true while that lock is held.
-    pub(crate) fn is_innermost(&self, inside: u64) -> bool {
-        self.savepoints().open.last().copied().unwrap_or(0) == inside
-    }
-
-    /// Whether savepoint `inside` (0: the transaction itself) is still
-    /// open.
-    pub(crate) fn is_open(&self, inside: u64) -> bool {
-        inside == 0 || self.savepoints().open.contains(&inside)
+    /// Whether code running in savepoint `inside` (0: in none) may use
+    /// the connection now, must wait for a savepoint inside which it does
+    /// not run, or runs in one that has ended: one look under the lock.
+    /// Asked with the connection's lock held, a `Go` holds for as long as
+    /// that lock is, since a new savepoint is only recorded under it.
+    pub(crate) fn turn(&self, inside: u64) -> Turn {
+        let savepoints = self.savepoints();
+        match savepoints.open.last() {
+            None if inside == 0 => Turn::Go,
+            Some(&innermost) if innermost == inside => Turn::Go,
+            _ if inside == 0 || savepoints.open.contains(&inside) => Turn::Wait,
+            _ => Turn::Ended,
+        }
     }
 
     /// Records a new savepoint inside `inside`, if that is the innermost
@@ -107,7 +118,7 @@ impl TxCommon {
     }
 
     /// Waits until a savepoint of this transaction ends. Create it, and
-    /// `enable` it, before checking [`is_innermost`](Self::is_innermost),
+    /// `enable` it, before asking for the [`turn`](Self::turn),
     /// so an end in between is not missed.
     pub(crate) fn savepoint_ended(&self) -> tokio::sync::futures::Notified<'_> {
         self.savepoint_ended.notified()
@@ -324,20 +335,21 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::TxCommon;
+    use super::{Turn, TxCommon};
 
     #[test]
     fn a_savepoint_opens_only_inside_the_innermost_and_ends_those_inside_it() {
         let tx = TxCommon::default();
-        assert!(tx.is_innermost(0) && tx.is_open(0));
+        assert_eq!(tx.turn(0), Turn::Go);
         let a = tx.open_savepoint(0).expect("the first opens");
         assert_eq!(tx.open_savepoint(0), None, "a sibling waits for it");
-        assert!(!tx.is_innermost(0), "code outside it waits too");
+        assert_eq!(tx.turn(0), Turn::Wait, "code outside it waits too");
+        assert_eq!(tx.turn(a), Turn::Go);
         let b = tx.open_savepoint(a).expect("one inside it opens");
-        assert!(tx.is_innermost(b) && tx.is_open(a) && tx.is_open(b));
+        assert_eq!((tx.turn(a), tx.turn(b)), (Turn::Wait, Turn::Go));
         tx.close_savepoint(a);
-        assert!(!tx.is_open(a) && !tx.is_open(b), "ended with the outer one");
-        assert!(tx.is_innermost(0));
+        assert_eq!((tx.turn(a), tx.turn(b)), (Turn::Ended, Turn::Ended));
+        assert_eq!(tx.turn(0), Turn::Go);
         let c = tx.open_savepoint(0).expect("the sibling's turn");
         assert!(c != a && c != b, "ids are never reused");
     }

@@ -23,7 +23,7 @@ use super::backend::sealed::{Committed, Step};
 use super::backend::TransactionalManager;
 use super::cell::{cell_of, Cell, Shared, State};
 use super::error::TxError;
-use super::frame::{self, Frame, Level, TxCommon};
+use super::frame::{self, Frame, Level, Turn, TxCommon};
 use super::options::{Isolation, Propagation, TxOptions};
 use crate::Pool;
 
@@ -374,7 +374,7 @@ where
         let mut ended = std::pin::pin!(ended);
         ended.as_mut().enable();
         let guard = cell.clone().write_owned().await;
-        if guard.state != State::Open || !tx.is_open(found.savepoint) {
+        if guard.state != State::Open || tx.turn(found.savepoint) == Turn::Ended {
             return Err(TxError::Ended.into());
         }
         if let Some(id) = tx.open_savepoint(found.savepoint) {
