@@ -49,6 +49,13 @@ async fn open_on_server(monitor: &P, id: i64) -> bool {
     n > 0
 }
 
+/// Drops table `name` when dropped, on every path.
+fn table_guard(name: &str) -> Box<dyn Send> {
+    Box::new(crate::pg_common::TableGuard {
+        name: name.to_owned(),
+    })
+}
+
 sqlx_suite!(#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]);
 
 async fn show(pool: &P, setting: &'static str) -> String {
@@ -307,97 +314,6 @@ async fn checkout_is_outside_a_transaction(pool: &P) -> bool {
         Ok(row) => row.get::<bool, _>(0),
         Err(_) => false,
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
-async fn sibling_savepoints_each_end_their_own() {
-    bounded(async {
-        let pool = pool(1).await;
-        let table = crate::pg_common::TableGuard::new("ambient_siblings");
-        let t = table.name.clone();
-        create(&pool, &t).await;
-        let done: Result<(), F> = pool
-            .transaction()
-            .run(async {
-                let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
-                let (a_in, a_in_rx) = tokio::sync::oneshot::channel::<()>();
-                let (b_out, b_out_rx) = tokio::sync::oneshot::channel::<()>();
-                // B opens its savepoint and inserts; A then opens one and
-                // inserts; B fails, A succeeds.
-                let b = async {
-                    let r: Result<(), F> = pool
-                        .transaction()
-                        .propagation(Propagation::Nested)
-                        .run(async {
-                            insert(&pool, &t, 1).await?;
-                            let _ = b_in.send(());
-                            // A cannot insert while B's savepoint is open if
-                            // siblings take turns: B then fails on its own.
-                            let _ = tokio::time::timeout(Duration::from_millis(500), a_in_rx).await;
-                            Err(Fail::App("b fails"))
-                        })
-                        .await;
-                    let _ = b_out.send(());
-                    r
-                };
-                let a = async {
-                    let _ = b_in_rx.await;
-                    pool.transaction()
-                        .propagation(Propagation::Nested)
-                        .run(async {
-                            insert(&pool, &t, 2).await?;
-                            let _ = a_in.send(());
-                            let _ = tokio::time::timeout(Duration::from_secs(5), b_out_rx).await;
-                            Ok::<(), F>(())
-                        })
-                        .await
-                };
-                let (a, b) = tokio::join!(a, b);
-                assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
-                a?;
-                Ok(())
-            })
-            .await;
-        done.unwrap();
-        assert_eq!(
-            values(&pool, &t).await,
-            vec![2],
-            "A released, B rolled back"
-        );
-
-        // A plain statement from a sibling future while B's savepoint is
-        // open waits for it to end: it belongs to the outer transaction.
-        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
-            .execute(&pool)
-            .await
-            .unwrap();
-        let done: Result<(), F> = pool
-            .transaction()
-            .run(async {
-                let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
-                let b = pool
-                    .transaction()
-                    .propagation(Propagation::Nested)
-                    .run(async {
-                        insert(&pool, &t, 1).await?;
-                        let _ = b_in.send(());
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        Err::<(), F>(Fail::App("b fails"))
-                    });
-                let a = async {
-                    let _ = b_in_rx.await;
-                    insert(&pool, &t, 2).await
-                };
-                let (a, b) = tokio::join!(a, b);
-                assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
-                a
-            })
-            .await;
-        done.unwrap();
-        assert_eq!(values(&pool, &t).await, vec![2], "the outer statement kept");
-    })
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
