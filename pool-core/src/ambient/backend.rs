@@ -16,13 +16,22 @@ pub(crate) mod sealed {
     /// One statement that moves a transaction along.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Step {
-        Commit,
         Rollback,
-        /// Opens the savepoint of this depth (1 for the first).
-        Savepoint(u32),
-        Release(u32),
-        /// Rolls back to the savepoint of this depth and drops it.
-        RollbackTo(u32),
+        /// Opens the savepoint with this id (unique in its transaction).
+        Savepoint(u64),
+        /// Releases the savepoint with this id.
+        Release(u64),
+        /// Rolls back to the savepoint with this id and drops it.
+        RollbackTo(u64),
+    }
+
+    /// How a `COMMIT` that the server answered ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Committed {
+        Yes,
+        /// The server had aborted the transaction (a statement in it
+        /// failed) and rolled it back instead; it is over.
+        RolledBack,
     }
 
     /// What a manager does for ambient transactions; implemented by the
@@ -40,6 +49,9 @@ pub(crate) mod sealed {
             conn: &mut Self::Connection,
             options: TxOptions,
         ) -> BoxFuture<'_, Result<(), TxError<Self::Error>>>;
+
+        /// Commits, or finds that the server rolled back instead.
+        fn commit(conn: &mut Self::Connection) -> BoxFuture<'_, Result<Committed, Self::Error>>;
 
         /// Runs `step`.
         fn step(conn: &mut Self::Connection, step: Step) -> BoxFuture<'_, Result<(), Self::Error>>;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use super::backend::TransactionalManager;
-use super::frame::Frame;
+use super::error::TxError;
+use super::frame::{Frame, Turn};
 use crate::PooledConnection;
 
 /// How far a [`Cell`]'s transaction got.
@@ -130,11 +131,53 @@ impl<M: TransactionalManager> fmt::Debug for TxConn<M> {
 }
 
 /// Locks the cell as the manager's queries need.
-pub(crate) async fn lock<M: TransactionalManager>(cell: Shared<M>) -> TxConn<M> {
+async fn lock<M: TransactionalManager>(cell: Shared<M>) -> TxConn<M> {
     let inner = if M::SHARED_QUERIES {
         Held::Shared(cell.read_owned().await)
     } else {
         Held::Exclusive(cell.write_owned().await)
     };
     TxConn { inner }
+}
+
+/// Locks the cell of `frame`'s transaction for code running in `frame`,
+/// once that code's statements land where its scope says: waits while a
+/// savepoint that `frame` is not inside is open (a sibling scope's, polled
+/// in the same task), since whatever is sent then falls inside it.
+///
+/// # Errors
+///
+/// [`TxError::Ended`] when `frame`'s transaction, or the savepoint it
+/// runs in, has ended already (its scope was cancelled or finished while a
+/// task handed it was still running).
+///
+/// # Cancel safety
+///
+/// Cancel-safe: dropping the future gives up the wait.
+pub(crate) async fn lock_for<M: TransactionalManager>(
+    frame: &Frame,
+) -> Result<TxConn<M>, TxError<M::Error>> {
+    let cell = cell_of::<M>(frame);
+    let tx = &frame.tx;
+    // Bounded by the savepoints that end meanwhile: each turn round waits
+    // for one to end, and a scope's body can only open so many.
+    loop {
+        let ended = tx.savepoint_ended();
+        let mut ended = std::pin::pin!(ended);
+        ended.as_mut().enable();
+        let conn = lock(cell.clone()).await;
+        let open = match &conn.inner {
+            Held::Exclusive(guard) => guard.state == State::Open,
+            Held::Shared(guard) => guard.state == State::Open,
+            Held::Plain(_) => true,
+        };
+        match tx.turn(frame.savepoint) {
+            _ if !open => return Err(TxError::Ended),
+            Turn::Ended => return Err(TxError::Ended),
+            Turn::Go => return Ok(conn),
+            Turn::Wait => {}
+        }
+        drop(conn);
+        ended.await;
+    }
 }

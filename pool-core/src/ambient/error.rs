@@ -45,6 +45,11 @@ pub enum TxError<E> {
     /// `tokio::spawn`): nothing is committed, and the transaction is rolled
     /// back when that guard is dropped.
     Busy,
+    /// The transaction, or the savepoint, that this code runs in has ended
+    /// already: asked for by a task handed it with [`spawn`](super::spawn)
+    /// that outlived its scope (the scope was cancelled). Whatever the task
+    /// would send now would run outside it.
+    Ended,
     /// A setting the backend does not have (isolation levels other than
     /// serializable, or read-only, on SQLite).
     Unsupported(&'static str),
@@ -59,6 +64,13 @@ pub enum TxError<E> {
     Savepoint(E),
     /// `RELEASE SAVEPOINT` failed; the transaction is marked rollback-only.
     Release(E),
+    /// The body returned `Ok`, but the server had aborted the transaction:
+    /// a statement in it failed and the body went on (it caught the error,
+    /// or a joined future or handed task did). PostgreSQL answers the
+    /// `COMMIT` of an aborted transaction by rolling it back, so nothing
+    /// was committed. Handle a failed statement inside a
+    /// [`Nested`](super::Propagation::Nested) scope to go on without it.
+    CommitRolledBack,
     /// The body returned `Ok`, but a scope that joined the transaction
     /// failed, panicked or was cancelled, so it was rolled back instead of
     /// committed.
@@ -93,12 +105,20 @@ impl<E: fmt::Display> fmt::Display for TxError<E> {
                 "the transaction was not committed: a guard on its connection outlived the \
                  scope's body",
             ),
+            Self::Ended => f.write_str(
+                "the transaction or savepoint this code runs in has already ended (its scope \
+                 was cancelled while a task it was handed to still ran)",
+            ),
             Self::Unsupported(what) => write!(f, "the database does not support {what}"),
             Self::Checkout(e) => write!(f, "checking out a connection for a transaction: {e}"),
             Self::Begin(e) => write!(f, "beginning a transaction: {e}"),
             Self::Commit(e) => write!(f, "committing a transaction: {e}"),
             Self::Savepoint(e) => write!(f, "creating a savepoint: {e}"),
             Self::Release(e) => write!(f, "releasing a savepoint: {e}"),
+            Self::CommitRolledBack => f.write_str(
+                "the transaction was rolled back, not committed: a statement in it had failed \
+                 (its error was handled and the body went on), so the server had aborted it",
+            ),
             Self::RollbackOnly => f.write_str(
                 "the transaction was rolled back: a scope that joined it failed, panicked or \
                  was cancelled",

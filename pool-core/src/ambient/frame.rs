@@ -35,9 +35,95 @@ pub(crate) struct TxCommon {
     /// After-commit callbacks, each with the savepoint depth it was
     /// registered at (0: the transaction itself).
     pub(crate) callbacks: Mutex<Vec<(u32, Callback)>>,
+    /// The savepoints open on the transaction, innermost last.
+    savepoints: Mutex<Savepoints>,
+    /// Woken when a savepoint ends.
+    savepoint_ended: Notify,
+}
+
+/// What [`TxCommon::turn`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// The code's savepoint is the innermost open.
+    Go,
+    /// A savepoint the code does not run in is open inside its own.
+    Wait,
+    /// The code's savepoint has ended.
+    Ended,
+}
+
+/// The savepoints of one transaction that are open, by id.
+///
+/// A savepoint ends every savepoint opened after it (`RELEASE` keeps their
+/// work, `ROLLBACK TO` drops it), so two savepoints of one transaction are
+/// only right when one lies inside the other: statements, and new
+/// savepoints, are taken only from code running in the innermost one
+/// (see [`TxCommon::turn`]); the others wait until it ends.
+#[derive(Default)]
+struct Savepoints {
+    /// Ids of the open savepoints, outermost first.
+    open: Vec<u64>,
+    /// The last id given out (ids start at 1; 0 is the transaction itself).
+    last: u64,
 }
 
 impl TxCommon {
+    fn savepoints(&self) -> std::sync::MutexGuard<'_, Savepoints> {
+        // Only plain integers change under the lock, never half-way.
+        self.savepoints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether code running in savepoint `inside` (0: in none) may use
+    /// the connection now, must wait for a savepoint inside which it does
+    /// not run, or runs in one that has ended: one look under the lock.
+    /// Asked with the connection's lock held, a `Go` holds for as long as
+    /// that lock is, since a new savepoint is only recorded under it.
+    pub(crate) fn turn(&self, inside: u64) -> Turn {
+        let savepoints = self.savepoints();
+        match savepoints.open.last() {
+            None if inside == 0 => Turn::Go,
+            Some(&innermost) if innermost == inside => Turn::Go,
+            _ if inside == 0 || savepoints.open.contains(&inside) => Turn::Wait,
+            _ => Turn::Ended,
+        }
+    }
+
+    /// Records a new savepoint inside `inside`, if that is the innermost
+    /// one now, and returns its id; `None` while another is open there.
+    /// Call with the connection's lock held, and send the `SAVEPOINT`
+    /// before letting it go.
+    pub(crate) fn open_savepoint(&self, inside: u64) -> Option<u64> {
+        let mut savepoints = self.savepoints();
+        if savepoints.open.last().copied().unwrap_or(0) != inside {
+            return None;
+        }
+        savepoints.last += 1;
+        let id = savepoints.last;
+        savepoints.open.push(id);
+        Some(id)
+    }
+
+    /// Forgets savepoint `id` (and any left open inside it, which the
+    /// server ends with it), and wakes whoever waits for its turn.
+    pub(crate) fn close_savepoint(&self, id: u64) {
+        {
+            let mut savepoints = self.savepoints();
+            if let Some(at) = savepoints.open.iter().position(|open| *open == id) {
+                savepoints.open.truncate(at);
+            }
+        }
+        self.savepoint_ended.notify_waiters();
+    }
+
+    /// Waits until a savepoint of this transaction ends. Create it, and
+    /// `enable` it, before asking for the [`turn`](Self::turn),
+    /// so an end in between is not missed.
+    pub(crate) fn savepoint_ended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.savepoint_ended.notified()
+    }
+
     pub(crate) fn callbacks(&self) -> std::sync::MutexGuard<'_, Vec<(u32, Callback)>> {
         // A callback is only moved in and out under the lock, never run
         // there, so a poisoned lock holds a consistent list.
@@ -95,6 +181,8 @@ pub(crate) struct Frame {
     pub(crate) owns: bool,
     /// Savepoint depth: 0 in the transaction itself, n inside n savepoints.
     pub(crate) depth: u32,
+    /// The id of the innermost savepoint this frame runs in (0: none).
+    pub(crate) savepoint: u64,
     pub(crate) level: Arc<Level>,
     pub(crate) parent: Option<Arc<Frame>>,
 }
@@ -242,5 +330,27 @@ where
         let out = std::task::ready!(self.task.as_mut().poll(cx));
         self.child.ok = out.is_ok();
         Poll::Ready(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Turn, TxCommon};
+
+    #[test]
+    fn a_savepoint_opens_only_inside_the_innermost_and_ends_those_inside_it() {
+        let tx = TxCommon::default();
+        assert_eq!(tx.turn(0), Turn::Go);
+        let a = tx.open_savepoint(0).expect("the first opens");
+        assert_eq!(tx.open_savepoint(0), None, "a sibling waits for it");
+        assert_eq!(tx.turn(0), Turn::Wait, "code outside it waits too");
+        assert_eq!(tx.turn(a), Turn::Go);
+        let b = tx.open_savepoint(a).expect("one inside it opens");
+        assert_eq!((tx.turn(a), tx.turn(b)), (Turn::Wait, Turn::Go));
+        tx.close_savepoint(a);
+        assert_eq!((tx.turn(a), tx.turn(b)), (Turn::Ended, Turn::Ended));
+        assert_eq!(tx.turn(0), Turn::Go);
+        let c = tx.open_savepoint(0).expect("the sibling's turn");
+        assert!(c != a && c != b, "ids are never reused");
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::panic::Location;
 
 use super::backend::TransactionalManager;
-use super::cell::{cell_of, lock, Held, TxConn};
+use super::cell::{lock_for, Held, TxConn};
 use super::error::TxError;
 use super::frame;
 use super::options::{Propagation, TxOptions};
@@ -49,22 +49,29 @@ impl<M: TransactionalManager> Pool<M> {
     /// tasks take turns); on tokio-postgres it is shared (their queries are
     /// pipelined on the one connection).
     ///
+    /// While a savepoint that this code does not run in is open (a
+    /// [`Nested`](crate::ambient::Propagation::Nested) scope in a sibling
+    /// future), this waits until it ends: statements sent now would land
+    /// inside it.
+    ///
     /// # Errors
     ///
-    /// [`TxError::NoTransaction`] outside any scope of this pool.
+    /// [`TxError::NoTransaction`] outside any scope of this pool;
+    /// [`TxError::Ended`] in a task handed the transaction that outlived
+    /// its scope.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropping the future gives up the wait for the lock.
     pub async fn current(&self) -> Result<TxConn<M>, TxError<M::Error>> {
-        let cell = {
+        let frame = {
             let chain = frame::current();
             match frame::find(&chain, key(self)) {
-                Some(frame) => cell_of::<M>(frame),
+                Some(frame) => frame.clone(),
                 None => return Err(TxError::NoTransaction),
             }
         };
-        Ok(lock(cell).await)
+        lock_for(&frame).await
     }
 
     /// [`current`](Self::current), or outside any scope of this pool a
@@ -73,7 +80,8 @@ impl<M: TransactionalManager> Pool<M> {
     ///
     /// # Errors
     ///
-    /// [`TxError::Checkout`] when the checkout fails.
+    /// [`TxError::Checkout`] when the checkout fails; inside a scope, as
+    /// [`current`](Self::current).
     ///
     /// # Cancel safety
     ///
@@ -84,12 +92,12 @@ impl<M: TransactionalManager> Pool<M> {
     ) -> impl Future<Output = Result<TxConn<M>, TxError<M::Error>>> + Send + '_ {
         let site = Location::caller();
         async move {
-            let cell = {
+            let frame = {
                 let chain = frame::current();
-                frame::find(&chain, key(self)).map(|frame| cell_of::<M>(frame))
+                frame::find(&chain, key(self)).cloned()
             };
-            match cell {
-                Some(cell) => Ok(lock(cell).await),
+            match frame {
+                Some(frame) => lock_for(&frame).await,
                 None => {
                     let timeout = self.config().acquire_timeout();
                     let conn = self

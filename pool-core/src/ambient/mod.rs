@@ -66,9 +66,32 @@
 //! `Ok` and rolls it back on `Err`, on panic (which then goes on) and when
 //! dropped (the pool rolls the connection back before reusing it). A
 //! `COMMIT` that fails is the caller's error ([`TxError::Commit`]).
+//!
+//! On PostgreSQL a statement that fails aborts the whole transaction: every
+//! later statement is refused, and the `COMMIT` is answered with a
+//! rollback. A body that handles such an error and returns `Ok` gets
+//! [`TxError::CommitRolledBack`], never a silent `Ok` with nothing
+//! committed. To go on without a statement that may fail, run it in a
+//! `Nested` scope: its `ROLLBACK TO` undoes the failure, and the outer
+//! transaction carries on. (sqlx does not show the server's transaction
+//! status, so on sqlx this check is one more round trip per commit.)
 //! Callbacks registered with [`Pool::after_commit`](crate::Pool::after_commit)
 //! run after the commit of the transaction (or savepoint) they were
 //! registered in, and never after a rollback.
+//!
+//! # Savepoints polled together
+//!
+//! A savepoint ends every savepoint opened after it: `RELEASE` keeps their
+//! work, `ROLLBACK TO` drops it. Two `Nested` scopes polled together on
+//! one transaction (`join!`, `select!`) cannot both be open and both end as
+//! they say, so they take turns: a `Nested` scope waits until a sibling's
+//! savepoint has ended before it opens its own, and [`Pool::current`](crate::Pool::current),
+//! from code outside the savepoint open now (the other branch of the
+//! `join!`), waits for it too, since its statements would land inside it.
+//! Each savepoint is named by an id of its own and ends exactly itself.
+//! The wait is cancel-safe. It is not detected when the open savepoint's
+//! scope waits, in turn, for the code that waits for it (a channel between
+//! the two branches): that hangs, as a held [`TxConn`] does below.
 //!
 //! # Subtasks
 //!
@@ -89,9 +112,11 @@
 //! on [`Pool::transaction`](crate::Pool::transaction)), so
 //! [`Pool::holders`](crate::Pool::holders) and leak reports name it.
 //!
-//! One thing is not detected: a [`TxConn`] held across a call into code
-//! that uses the same transaction makes that code wait for it. Keep the
-//! guard for the queries at hand.
+//! Two things are not detected: a [`TxConn`] held across a call into code
+//! that uses the same transaction makes that code wait for it (keep the
+//! guard for the queries at hand), and a savepoint scope that waits for a
+//! sibling future which, in turn, waits for that savepoint to end (see
+//! above).
 //!
 //! Available with the sqlx 0.9 features (`sqlx-postgres`, `sqlx-mysql`,
 //! `sqlx-sqlite`) and `tokio-postgres`.

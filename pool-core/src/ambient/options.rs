@@ -31,6 +31,10 @@ pub enum Propagation {
     /// returns `Ok`, rolled back to on `Err`, panic or a failed subtask,
     /// leaving the outer transaction going. Without a current transaction,
     /// as [`Required`](Self::Required).
+    ///
+    /// Savepoint scopes polled together on one transaction take turns: one
+    /// opens only when no sibling's savepoint is open (see the
+    /// [module docs](super#savepoints-polled-together)).
     Nested,
     /// Join the current transaction; fail without one.
     Mandatory,

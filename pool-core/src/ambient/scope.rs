@@ -19,11 +19,11 @@ use std::task::Poll;
 
 use tokio::sync::RwLock;
 
-use super::backend::sealed::Step;
+use super::backend::sealed::{Committed, Step};
 use super::backend::TransactionalManager;
 use super::cell::{cell_of, Cell, Shared, State};
 use super::error::TxError;
-use super::frame::{self, Frame, Level, TxCommon};
+use super::frame::{self, Frame, Level, Turn, TxCommon};
 use super::options::{Isolation, Propagation, TxOptions};
 use crate::Pool;
 
@@ -149,8 +149,12 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
     /// settings, [`Checkout`](TxError::Checkout),
     /// [`Begin`](TxError::Begin), [`Savepoint`](TxError::Savepoint),
     /// [`Commit`](TxError::Commit) and [`Release`](TxError::Release) from
-    /// the database, and, when `body` returned `Ok` but nothing was
-    /// committed, [`RollbackOnly`](TxError::RollbackOnly),
+    /// the database, [`Ended`](TxError::Ended) in a task that outlived the
+    /// scope it was handed, and, when `body` returned `Ok` but nothing was
+    /// committed, [`CommitRolledBack`](TxError::CommitRolledBack) (a
+    /// statement had failed, so PostgreSQL had aborted the transaction:
+    /// catching a statement's error does not undo that, a `Nested` scope
+    /// around it does), [`RollbackOnly`](TxError::RollbackOnly),
     /// [`ChildFailed`](TxError::ChildFailed) or [`Busy`](TxError::Busy).
     ///
     /// # Panics
@@ -163,7 +167,8 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
     /// transaction (through the pool's reset on return, or by closing the
     /// connection where a `BEGIN` in flight could leave a transaction the
     /// reset would not see), or, for a joining or savepoint scope, the
-    /// whole enclosing transaction, which is marked rollback-only.
+    /// whole enclosing transaction, which is marked rollback-only (also
+    /// when it is dropped while waiting for a sibling savepoint to end).
     pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
@@ -233,6 +238,7 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
             tx: tx.clone(),
             owns: true,
             depth: 0,
+            savepoint: 0,
             level: level.clone(),
             parent: chain,
         });
@@ -250,8 +256,14 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
             return outcome(ended, &level, TxError::Busy);
         };
         if commit {
-            return match M::step(guard.conn_mut(), Step::Commit).await {
-                Ok(()) => {
+            return match M::commit(guard.conn_mut()).await {
+                Ok(Committed::RolledBack) => {
+                    guard.state = State::Done;
+                    drop(guard);
+                    tx.callbacks().clear();
+                    Err(TxError::CommitRolledBack.into())
+                }
+                Ok(Committed::Yes) => {
                     guard.state = State::Done;
                     drop(guard);
                     let callbacks = std::mem::take(&mut *tx.callbacks());
@@ -300,6 +312,7 @@ where
         tx: found.tx.clone(),
         owns: false,
         depth: found.depth,
+        savepoint: found.savepoint,
         level: level.clone(),
         parent: chain,
     });
@@ -314,6 +327,20 @@ where
     }
     drop(armed);
     outcome::<T, E, M::Error>(ended, &level, TxError::ChildFailed)
+}
+
+/// A savepoint recorded open on its transaction; forgotten when dropped,
+/// once it has ended on the server or its scope was dropped (which marks
+/// the transaction rollback-only), so the next one may open.
+struct OpenSavepoint<'a> {
+    tx: &'a TxCommon,
+    id: u64,
+}
+
+impl Drop for OpenSavepoint<'_> {
+    fn drop(&mut self) {
+        self.tx.close_savepoint(self.id);
+    }
 }
 
 /// Runs `body` in a savepoint of the transaction of `found`.
@@ -338,12 +365,28 @@ where
     // Armed until the savepoint is released or rolled back to: a scope
     // dropped half-way leaves work in the transaction that must not commit.
     let mut armed = MarkOnDrop(Some(tx.clone()));
-    {
-        let mut guard = cell.clone().write_owned().await;
-        M::step(guard.conn_mut(), Step::Savepoint(depth))
-            .await
-            .map_err(TxError::Savepoint)?;
-    }
+    // A savepoint only ends its own work when it lies inside every other
+    // one still open: a sibling scope's (polled in the same task) must end
+    // first. Recorded with the connection locked, so no statement of code
+    // outside it slips in between.
+    let (mut guard, open) = loop {
+        let ended = tx.savepoint_ended();
+        let mut ended = std::pin::pin!(ended);
+        ended.as_mut().enable();
+        let guard = cell.clone().write_owned().await;
+        if guard.state != State::Open || tx.turn(found.savepoint) == Turn::Ended {
+            return Err(TxError::Ended.into());
+        }
+        if let Some(id) = tx.open_savepoint(found.savepoint) {
+            break (guard, OpenSavepoint { tx: &tx, id });
+        }
+        drop(guard);
+        ended.await;
+    };
+    M::step(guard.conn_mut(), Step::Savepoint(open.id))
+        .await
+        .map_err(TxError::Savepoint)?;
+    drop(guard);
     let level = Arc::new(Level::default());
     let frame = Arc::new(Frame {
         key,
@@ -351,6 +394,7 @@ where
         tx: tx.clone(),
         owns: false,
         depth,
+        savepoint: open.id,
         level: level.clone(),
         parent: chain,
     });
@@ -358,8 +402,9 @@ where
     level.wait_children().await;
     let mut guard = cell.write_owned().await;
     if matches!(ended, Ok(Ok(_))) && !level.failed() {
-        let released = M::step(guard.conn_mut(), Step::Release(depth)).await;
+        let released = M::step(guard.conn_mut(), Step::Release(open.id)).await;
         drop(guard);
+        drop(open);
         return match (released, ended) {
             (Ok(()), Ok(Ok(value))) => {
                 for (at, _) in tx.callbacks().iter_mut() {
@@ -374,8 +419,9 @@ where
             (Ok(()), _) => unreachable!("released only after `Ok`"),
         };
     }
-    let rolled_back = M::step(guard.conn_mut(), Step::RollbackTo(depth)).await;
+    let rolled_back = M::step(guard.conn_mut(), Step::RollbackTo(open.id)).await;
     drop(guard);
+    drop(open);
     tx.callbacks().retain(|(at, _)| *at < depth);
     match rolled_back {
         Ok(()) => armed.disarm(),

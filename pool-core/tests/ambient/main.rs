@@ -52,3 +52,23 @@ mod sqlx_pg;
 mod sqlx_sqlite;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_pg;
+
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+mod pg_common;
+
+#[cfg(any(feature = "sqlx-postgres", feature = "tokio-postgres"))]
+mod model;
+
+#[cfg(feature = "sqlx-postgres")]
+mod begin_cancel_sqlx {
+    use ::sqlx;
+    use pool_core::managers::sqlx as pool_sqlx;
+    include!("begin_cancel.rs");
+}
+
+#[cfg(all(feature = "sqlx08-postgres", feature = "sqlx-postgres"))]
+mod begin_cancel_sqlx08 {
+    use ::sqlx08 as sqlx;
+    use pool_core::managers::sqlx08 as pool_sqlx;
+    include!("begin_cancel.rs");
+}

@@ -57,6 +57,43 @@ async fn open_on_server(monitor: &P, id: i64) -> bool {
     n > 0
 }
 
+/// Drops a table when dropped, on every path: on a thread of its own
+/// with a fresh connection, so it works in a panicking test.
+struct MySqlTable(String);
+
+impl Drop for MySqlTable {
+    fn drop(&mut self) {
+        let sql = format!("DROP TABLE IF EXISTS {}", self.0);
+        let url = crate::support::db::url("MYSQL_URL");
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the drop");
+            rt.block_on(async {
+                use sqlx::Connection;
+                let mut conn = Conn::connect(&url).await.map_err(|e| e.to_string())?;
+                let done = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut conn)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+                let _ = conn.close().await;
+                done
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("dropping table {} failed: {dropped:?}", self.0);
+        }
+    }
+}
+
+/// Drops table `name` when dropped, on every path.
+fn table_guard(name: &str) -> Box<dyn Send> {
+    Box::new(MySqlTable(name.to_owned()))
+}
+
 sqlx_suite!(#[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,6 +49,13 @@ async fn open_on_server(monitor: &P, id: i64) -> bool {
     n > 0
 }
 
+/// Drops table `name` when dropped, on every path.
+fn table_guard(name: &str) -> Box<dyn Send> {
+    Box::new(crate::pg_common::TableGuard {
+        name: name.to_owned(),
+    })
+}
+
 sqlx_suite!(#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]);
 
 async fn show(pool: &P, setting: &'static str) -> String {
@@ -291,6 +298,254 @@ async fn holders_name_the_scope_site() {
             })
             .await;
         done.unwrap();
+    })
+    .await;
+}
+
+/// Whether the next checkout's session is outside any transaction, by the
+/// server's clocks.
+async fn checkout_is_outside_a_transaction(pool: &P) -> bool {
+    use sqlx::Row;
+    let mut conn = pool.get().await.unwrap();
+    match sqlx::raw_sql(crate::pg_common::OUTSIDE_A_TRANSACTION)
+        .fetch_one(&mut *conn)
+        .await
+    {
+        Ok(row) => row.get::<bool, _>(0),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_commit_the_server_turned_into_a_rollback_is_an_error() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_swallowed");
+        let t = table.name.clone();
+        create(&pool, &t).await;
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 1).await?;
+                let mut conn = pool.current().await?;
+                // Caught and swallowed: the transaction is aborted now.
+                assert!(sqlx::query("SELECT 1 / 0")
+                    .execute(&mut *conn)
+                    .await
+                    .is_err());
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::CommitRolledBack))),
+            "{done:?}"
+        );
+        assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
+        assert!(checkout_is_outside_a_transaction(&pool).await);
+        // A failed statement inside a savepoint that rolls back is undone
+        // with it: the outer transaction commits.
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 2).await?;
+                let _ = pool
+                    .transaction()
+                    .propagation(Propagation::Nested)
+                    .run(async {
+                        let mut conn = pool.current().await?;
+                        assert!(sqlx::query("SELECT 1 / 0")
+                            .execute(&mut *conn)
+                            .await
+                            .is_err());
+                        Err::<(), F>(Fail::App("failed statement"))
+                    })
+                    .await;
+                Ok(())
+            })
+            .await;
+        done.unwrap();
+        assert_eq!(values(&pool, &t).await, vec![2]);
+    })
+    .await;
+}
+
+/// One operation of the cancellation sweeps: `what` names it.
+async fn cancel_op(pool: &P, t: &str, what: &str, n: usize) -> Result<(), F> {
+    let v = i64::try_from(n).unwrap();
+    match what {
+        "scope commit" => {
+            pool.transaction()
+                .run(async {
+                    tokio::task::yield_now().await;
+                    insert(pool, t, v).await?;
+                    tokio::task::yield_now().await;
+                    Ok(())
+                })
+                .await
+        }
+        "scope rollback" => {
+            pool.transaction()
+                .run(async {
+                    insert(pool, t, v).await?;
+                    Err(Fail::App("roll back"))
+                })
+                .await
+        }
+        "savepoints" => {
+            pool.transaction()
+                .run(async {
+                    insert(pool, t, v).await?;
+                    pool.transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            tokio::task::yield_now().await;
+                            insert(pool, t, v).await
+                        })
+                        .await?;
+                    let _ = pool
+                        .transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            insert(pool, t, v).await?;
+                            Err::<(), F>(Fail::App("savepoint"))
+                        })
+                        .await;
+                    Err(Fail::App("outer rolls back"))
+                })
+                .await
+        }
+        _ => unreachable!("{what}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn cancelled_at_any_point_the_next_checkout_is_outside_a_transaction() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_cancel");
+        let t = table.name.clone();
+        create(&pool, &t).await;
+        for what in ["scope commit", "scope rollback", "savepoints"] {
+            crate::pg_common::sweep(
+                what,
+                |n| cancel_op(&pool, &t, what, n),
+                |n, _| {
+                    let pool = &pool;
+                    async move {
+                        assert!(
+                            checkout_is_outside_a_transaction(pool).await,
+                            "{what} cancelled at point {n}: the next checkout is inside a transaction"
+                        );
+                    }
+                },
+            )
+            .await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_savepoint_scope_cancelled_anywhere_rolls_the_transaction_back() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_cancel_sp");
+        let t = table.name.clone();
+        create(&pool, &t).await;
+        // The inner scope is cut at its n-th suspension; the outer goes on.
+        let mut finished = false;
+        for n in 0..crate::pg_common::MAX_POINTS {
+            let cancelled = Arc::new(Mutex::new(false));
+            let done: Result<(), F> = pool
+                .transaction()
+                .run(async {
+                    insert(&pool, &t, 1).await?;
+                    let inner = pool
+                        .transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            tokio::task::yield_now().await;
+                            insert(&pool, &t, 2).await?;
+                            tokio::task::yield_now().await;
+                            Ok::<(), F>(())
+                        });
+                    match crate::pg_common::cancel_at_pending(inner, n).await {
+                        None => *cancelled.lock().unwrap() = true,
+                        Some(r) => r?,
+                    }
+                    insert(&pool, &t, 3).await?;
+                    Ok(())
+                })
+                .await;
+            let cancelled = *cancelled.lock().unwrap();
+            let kept = values(&pool, &t).await;
+            if cancelled {
+                assert!(
+                    matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+                    "cut at {n}: {done:?}"
+                );
+                assert_eq!(kept, Vec::<i64>::new(), "cut at {n}");
+            } else {
+                done.unwrap();
+                assert_eq!(kept, vec![1, 2, 3]);
+            }
+            assert!(checkout_is_outside_a_transaction(&pool).await, "cut at {n}");
+            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
+                .execute(&pool)
+                .await
+                .unwrap();
+            if !cancelled {
+                finished = true;
+                break;
+            }
+        }
+        assert!(finished, "the savepoint scope never finished");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_handed_task_that_outlives_its_cancelled_scope_sends_nothing() {
+    bounded(async {
+        let pool = pool(2).await;
+        let table = crate::pg_common::TableGuard::new("ambient_outlived");
+        let t = table.name.clone();
+        create(&pool, &t).await;
+        let (report, reported) = tokio::sync::oneshot::channel::<Result<(), F>>();
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                let joined = pool.transaction().run(async {
+                    let (p, t2) = (pool.clone(), t.clone());
+                    drop(ambient::spawn(async move {
+                        // The outer scope ends meanwhile.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        let _ = report.send(insert(&p, &t2, 1).await);
+                        Ok::<(), F>(())
+                    }));
+                    std::future::pending::<()>().await;
+                    Ok::<(), F>(())
+                });
+                // The joined scope is cut; its task runs on.
+                let _ = tokio::time::timeout(Duration::from_millis(50), joined).await;
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+            "{done:?}"
+        );
+        let sent = reported.await.unwrap();
+        assert!(matches!(sent, Err(Fail::Tx(TxError::Ended))), "{sent:?}");
+        assert_eq!(
+            values(&pool, &t).await,
+            Vec::<i64>::new(),
+            "nothing ran outside it"
+        );
     })
     .await;
 }

@@ -105,6 +105,11 @@ async fn open_on_server(monitor: &P, _id: i64) -> bool {
     }
 }
 
+/// The table goes with the test's database file ([`Files`]).
+fn table_guard(_name: &str) -> Box<dyn Send> {
+    Box::new(())
+}
+
 sqlx_suite!();
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,9 @@
 //! - `async fn open_on_server(monitor: &P, id: i64) -> bool` (whether the
 //!   server says session `id` is inside a transaction, asked over another
 //!   connection; polled, as MariaDB refreshes what it shows every 100 ms),
-//! - `const SLOW: &str` (a query that runs for a second or more).
+//! - `const SLOW: &str` (a query that runs for a second or more),
+//! - `fn table_guard(name: &str) -> Box<dyn Send>` (drops table `name`
+//!   when dropped, on every path, panics included).
 //!
 //! All SQL here is literal (no placeholders), the same on every backend.
 
@@ -527,6 +529,97 @@ use crate::{Fail, SERVER_WAIT};
                     .await;
                 shared.unwrap();
                 drop_table(&pool, &t).await;
+            })
+            .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$attr])*
+        async fn sibling_savepoints_each_end_their_own() {
+            bounded(async {
+                let pool = pool(1).await;
+                let t = unique("ambient_siblings");
+                let _table = table_guard(&t);
+                create(&pool, &t).await;
+                let done: Result<(), F> = pool
+                    .transaction()
+                    .run(async {
+                        let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
+                        let (a_in, a_in_rx) = tokio::sync::oneshot::channel::<()>();
+                        let (b_out, b_out_rx) = tokio::sync::oneshot::channel::<()>();
+                        // B opens its savepoint and inserts; A then opens one and
+                        // inserts; B fails, A succeeds.
+                        let b = async {
+                            let r: Result<(), F> = pool
+                                .transaction()
+                                .propagation(Propagation::Nested)
+                                .run(async {
+                                    insert(&pool, &t, 1).await?;
+                                    let _ = b_in.send(());
+                                    // A cannot insert while B's savepoint is open if
+                                    // siblings take turns: B then fails on its own.
+                                    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), a_in_rx).await;
+                                    Err(Fail::App("b fails"))
+                                })
+                                .await;
+                            let _ = b_out.send(());
+                            r
+                        };
+                        let a = async {
+                            let _ = b_in_rx.await;
+                            pool.transaction()
+                                .propagation(Propagation::Nested)
+                                .run(async {
+                                    insert(&pool, &t, 2).await?;
+                                    let _ = a_in.send(());
+                                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), b_out_rx).await;
+                                    Ok::<(), F>(())
+                                })
+                                .await
+                        };
+                        let (a, b) = tokio::join!(a, b);
+                        assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
+                        a?;
+                        Ok(())
+                    })
+                    .await;
+                done.unwrap();
+                assert_eq!(
+                    values(&pool, &t).await,
+                    vec![2],
+                    "A released, B rolled back"
+                );
+
+                // A plain statement from a sibling future while B's savepoint is
+                // open waits for it to end: it belongs to the outer transaction.
+                sqlx::query(AssertSqlSafe(format!("DELETE FROM {t}")))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                let done: Result<(), F> = pool
+                    .transaction()
+                    .run(async {
+                        let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
+                        let b = pool
+                            .transaction()
+                            .propagation(Propagation::Nested)
+                            .run(async {
+                                insert(&pool, &t, 1).await?;
+                                let _ = b_in.send(());
+                                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                                Err::<(), F>(Fail::App("b fails"))
+                            });
+                        let a = async {
+                            let _ = b_in_rx.await;
+                            insert(&pool, &t, 2).await
+                        };
+                        let (a, b) = tokio::join!(a, b);
+                        assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
+                        a
+                    })
+                    .await;
+                done.unwrap();
+                assert_eq!(values(&pool, &t).await, vec![2], "the outer statement kept");
             })
             .await;
         }

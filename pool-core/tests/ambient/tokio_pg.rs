@@ -385,3 +385,365 @@ async fn requires_new_on_a_pool_of_one_fails_at_once_and_holders_name_the_scope(
     })
     .await;
 }
+
+/// Whether the next checkout's session is outside any transaction, by the
+/// server's clocks.
+async fn checkout_is_outside_a_transaction(pool: &P) -> bool {
+    let conn = pool.get().await.unwrap();
+    match conn
+        .simple_query(crate::pg_common::OUTSIDE_A_TRANSACTION)
+        .await
+    {
+        Ok(messages) => messages.iter().any(|m| {
+            matches!(m, tokio_postgres::SimpleQueryMessage::Row(row) if row.get(0) == Some("t"))
+        }),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn sibling_savepoints_each_end_their_own() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_tp_siblings");
+        let t = table.name.clone();
+        plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
+                let (a_in, a_in_rx) = tokio::sync::oneshot::channel::<()>();
+                let (b_out, b_out_rx) = tokio::sync::oneshot::channel::<()>();
+                // B opens its savepoint and inserts; A then opens one and
+                // inserts; B fails, A succeeds.
+                let b = async {
+                    let r: Result<(), F> = pool
+                        .transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            insert(&pool, &t, 1).await?;
+                            let _ = b_in.send(());
+                            // A cannot insert while B's savepoint is open if
+                            // siblings take turns: B then fails on its own.
+                            let _ = tokio::time::timeout(Duration::from_millis(500), a_in_rx).await;
+                            Err(Fail::App("b fails"))
+                        })
+                        .await;
+                    let _ = b_out.send(());
+                    r
+                };
+                let a = async {
+                    let _ = b_in_rx.await;
+                    pool.transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            insert(&pool, &t, 2).await?;
+                            let _ = a_in.send(());
+                            let _ = tokio::time::timeout(Duration::from_secs(5), b_out_rx).await;
+                            Ok::<(), F>(())
+                        })
+                        .await
+                };
+                let (a, b) = tokio::join!(a, b);
+                assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
+                a?;
+                Ok(())
+            })
+            .await;
+        done.unwrap();
+        assert_eq!(
+            values(&pool, &t).await,
+            vec![2],
+            "A released, B rolled back"
+        );
+
+        // A plain statement from a sibling future while B's savepoint is
+        // open waits for it to end: it belongs to the outer transaction.
+        plain(&pool, &format!("DELETE FROM {t}")).await;
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                let (b_in, b_in_rx) = tokio::sync::oneshot::channel::<()>();
+                let b = pool
+                    .transaction()
+                    .propagation(Propagation::Nested)
+                    .run(async {
+                        insert(&pool, &t, 1).await?;
+                        let _ = b_in.send(());
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        Err::<(), F>(Fail::App("b fails"))
+                    });
+                let a = async {
+                    let _ = b_in_rx.await;
+                    insert(&pool, &t, 2).await
+                };
+                let (a, b) = tokio::join!(a, b);
+                assert!(matches!(b, Err(Fail::App("b fails"))), "{b:?}");
+                a
+            })
+            .await;
+        done.unwrap();
+        assert_eq!(values(&pool, &t).await, vec![2], "the outer statement kept");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_commit_the_server_turned_into_a_rollback_is_an_error() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_tp_swallowed");
+        let t = table.name.clone();
+        plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 1).await?;
+                let conn = pool.current().await?;
+                // Caught and swallowed: the transaction is aborted now.
+                assert!(conn.batch_execute("SELECT 1 / 0").await.is_err());
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::CommitRolledBack))),
+            "{done:?}"
+        );
+        let text = TxError::<PgError>::CommitRolledBack.to_string();
+        assert!(text.contains("rolled back"), "{text}");
+        assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
+        assert!(checkout_is_outside_a_transaction(&pool).await);
+        // The same inside a savepoint that rolls back recovers: committed.
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                insert(&pool, &t, 2).await?;
+                let _ = pool
+                    .transaction()
+                    .propagation(Propagation::Nested)
+                    .run(async {
+                        let conn = pool.current().await?;
+                        assert!(conn.batch_execute("SELECT 1 / 0").await.is_err());
+                        Err::<(), F>(Fail::App("failed statement"))
+                    })
+                    .await;
+                Ok(())
+            })
+            .await;
+        done.unwrap();
+        assert_eq!(values(&pool, &t).await, vec![2]);
+    })
+    .await;
+}
+
+/// One operation of the cancellation sweeps: `what` names it.
+async fn cancel_op(pool: &P, t: &str, what: &str, n: usize) -> Result<(), F> {
+    let v = i64::try_from(n).unwrap();
+    match what {
+        "scope commit" => {
+            pool.transaction()
+                .run(async {
+                    tokio::task::yield_now().await;
+                    insert(pool, t, v).await?;
+                    tokio::task::yield_now().await;
+                    Ok(())
+                })
+                .await
+        }
+        "scope rollback" => {
+            pool.transaction()
+                .run(async {
+                    insert(pool, t, v).await?;
+                    Err(Fail::App("roll back"))
+                })
+                .await
+        }
+        "savepoints" => {
+            pool.transaction()
+                .run(async {
+                    insert(pool, t, v).await?;
+                    pool.transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            tokio::task::yield_now().await;
+                            insert(pool, t, v).await
+                        })
+                        .await?;
+                    let _ = pool
+                        .transaction()
+                        .propagation(Propagation::Nested)
+                        .run(async {
+                            insert(pool, t, v).await?;
+                            Err::<(), F>(Fail::App("savepoint"))
+                        })
+                        .await;
+                    Err(Fail::App("outer rolls back"))
+                })
+                .await
+        }
+        "client commit" | "client rollback" | "client dropped" => {
+            let mut conn = pool.get().await.unwrap();
+            let tx = conn.transaction().await.unwrap();
+            tokio::task::yield_now().await;
+            if what == "client dropped" {
+                drop(tx);
+                return Ok(());
+            }
+            tx.execute(format!("INSERT INTO {t} (v) VALUES ({v})").as_str(), &[])
+                .await
+                .unwrap();
+            if what == "client commit" {
+                tx.commit().await.unwrap();
+            } else {
+                tx.rollback().await.unwrap();
+            }
+            Ok(())
+        }
+        _ => unreachable!("{what}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn cancelled_at_any_point_the_next_checkout_is_outside_a_transaction() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_tp_cancel");
+        let t = table.name.clone();
+        plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
+        for what in [
+            "scope commit",
+            "scope rollback",
+            "savepoints",
+            "client commit",
+            "client rollback",
+            "client dropped",
+        ] {
+            crate::pg_common::sweep(
+                what,
+                |n| cancel_op(&pool, &t, what, n),
+                |n, _| {
+                    let pool = &pool;
+                    async move {
+                        assert!(
+                            checkout_is_outside_a_transaction(pool).await,
+                            "{what} cancelled at point {n}: the next checkout is inside a transaction"
+                        );
+                    }
+                },
+            )
+            .await;
+        }
+        // Nothing that was to roll back was kept.
+        plain(&pool, &format!("DELETE FROM {t}")).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_savepoint_scope_cancelled_anywhere_rolls_the_transaction_back() {
+    bounded(async {
+        let pool = pool(1).await;
+        let table = crate::pg_common::TableGuard::new("ambient_tp_cancel_sp");
+        let t = table.name.clone();
+        plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
+        // The inner scope is cut at its n-th suspension; the outer goes on.
+        let mut finished = false;
+        for n in 0..crate::pg_common::MAX_POINTS {
+            finished = {
+                let (pool, t) = (&pool, &t);
+                async move {
+                    let cancelled = Arc::new(Mutex::new(false));
+                    let done: Result<(), F> = pool
+                        .transaction()
+                        .run(async {
+                            insert(pool, t, 1).await?;
+                            let inner =
+                                pool.transaction()
+                                    .propagation(Propagation::Nested)
+                                    .run(async {
+                                        tokio::task::yield_now().await;
+                                        insert(pool, t, 2).await?;
+                                        tokio::task::yield_now().await;
+                                        Ok::<(), F>(())
+                                    });
+                            match crate::pg_common::cancel_at_pending(inner, n).await {
+                                None => *cancelled.lock().unwrap() = true,
+                                Some(r) => r?,
+                            }
+                            insert(pool, t, 3).await?;
+                            Ok(())
+                        })
+                        .await;
+                    let cancelled = *cancelled.lock().unwrap();
+                    let kept = values(pool, t).await;
+                    if cancelled {
+                        assert!(
+                            matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+                            "cut at {n}: {done:?}"
+                        );
+                        assert_eq!(kept, Vec::<i64>::new(), "cut at {n}");
+                    } else {
+                        done.unwrap();
+                        assert_eq!(kept, vec![1, 2, 3]);
+                    }
+                    assert!(checkout_is_outside_a_transaction(pool).await, "cut at {n}");
+                    plain(pool, &format!("DELETE FROM {t}")).await;
+                    !cancelled
+                }
+            }
+            .await;
+            if finished {
+                break;
+            }
+        }
+        assert!(finished, "the savepoint scope never finished");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_handed_task_that_outlives_its_cancelled_scope_sends_nothing() {
+    bounded(async {
+        let pool = pool(2).await;
+        let table = crate::pg_common::TableGuard::new("ambient_outlived");
+        let t = table.name.clone();
+        plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
+        let (report, reported) = tokio::sync::oneshot::channel::<Result<(), F>>();
+        let done: Result<(), F> = pool
+            .transaction()
+            .run(async {
+                let joined = pool.transaction().run(async {
+                    let (p, t2) = (pool.clone(), t.clone());
+                    drop(ambient::spawn(async move {
+                        // The outer scope ends meanwhile.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        let _ = report.send(insert(&p, &t2, 1).await);
+                        Ok::<(), F>(())
+                    }));
+                    std::future::pending::<()>().await;
+                    Ok::<(), F>(())
+                });
+                // The joined scope is cut; its task runs on.
+                let _ = tokio::time::timeout(Duration::from_millis(50), joined).await;
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(done, Err(Fail::Tx(TxError::RollbackOnly))),
+            "{done:?}"
+        );
+        let sent = reported.await.unwrap();
+        assert!(matches!(sent, Err(Fail::Tx(TxError::Ended))), "{sent:?}");
+        assert_eq!(
+            values(&pool, &t).await,
+            Vec::<i64>::new(),
+            "nothing ran outside it"
+        );
+    })
+    .await;
+}

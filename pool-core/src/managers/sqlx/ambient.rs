@@ -1,7 +1,15 @@
 //! Ambient transactions ([`crate::ambient`]) on sqlx connections: `BEGIN`
-//! with the scope's settings, and savepoints, through sqlx's own
+//! with the scope's settings, `COMMIT` and `ROLLBACK` through sqlx's own
 //! transaction manager, so sqlx's transaction depth (what the pool's reset
-//! reads) always counts them.
+//! reads) counts the transaction; savepoints as plain SQL, each named by
+//! its own id.
+//!
+//! Savepoints do not go through sqlx's manager: its savepoint `begin`,
+//! dropped with the `SAVEPOINT` in flight, queues a rollback of the level
+//! below, which at the first level is a `ROLLBACK` of the whole
+//! transaction, so the statements after it would run, and commit, on their
+//! own. A plain statement dropped in flight is only a reply sqlx reads
+//! later; the scope that was cut marks the transaction rollback-only.
 
 use std::ops::DerefMut;
 
@@ -10,7 +18,7 @@ use super::driver::{Database, Error};
 use super::driver_core::transaction::TransactionManager;
 use super::reset::{BoxFuture, Tm};
 use super::{static_sql, SqlxManager};
-use crate::ambient::sealed::{Backend, Step};
+use crate::ambient::sealed::{Backend, Committed, Step};
 use crate::ambient::{Isolation, TxConn, TxError, TxOptions};
 
 /// The statement that sets the isolation level of MySQL's next
@@ -61,15 +69,43 @@ impl<C: SqlxConnection + Sync> Backend for SqlxManager<C> {
         })
     }
 
+    fn commit(conn: &mut C) -> BoxFuture<'_, Result<Committed, Error>> {
+        Box::pin(async move {
+            if <C::Database as Database>::NAME == "PostgreSQL" {
+                // PostgreSQL answers the `COMMIT` of an aborted transaction
+                // with a rollback, and sqlx keeps the server's transaction
+                // status to itself: a statement the server refuses there
+                // (`25P02`) tells. One more round trip per commit.
+                match C::execute_raw(conn, "SELECT 1").await {
+                    Ok(()) => {}
+                    Err(Error::Database(e))
+                        if e.code().as_deref() == Some(IN_FAILED_TRANSACTION) =>
+                    {
+                        roll_back_every_level(conn).await?;
+                        return Ok(Committed::RolledBack);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Tm::<C>::commit(conn).await.map(|()| Committed::Yes)
+        })
+    }
+
     fn step(conn: &mut C, step: Step) -> BoxFuture<'_, Result<(), Error>> {
-        // sqlx keeps the depth: at depth 1 these are `COMMIT`, `ROLLBACK`
-        // and `BEGIN`; deeper, `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT`
-        // and `SAVEPOINT` of its own numbered savepoints.
         Box::pin(async move {
             match step {
-                Step::Commit | Step::Release(_) => Tm::<C>::commit(conn).await,
-                Step::Rollback | Step::RollbackTo(_) => Tm::<C>::rollback(conn).await,
-                Step::Savepoint(_) => Tm::<C>::begin(conn, None).await,
+                Step::Rollback => roll_back_every_level(conn).await,
+                Step::Savepoint(id) => {
+                    C::execute_built(conn, &format!("SAVEPOINT pool_ambient_{id}")).await
+                }
+                Step::Release(id) => {
+                    C::execute_built(conn, &format!("RELEASE SAVEPOINT pool_ambient_{id}")).await
+                }
+                Step::RollbackTo(id) => {
+                    C::execute_built(conn, &format!("ROLLBACK TO SAVEPOINT pool_ambient_{id}"))
+                        .await?;
+                    C::execute_built(conn, &format!("RELEASE SAVEPOINT pool_ambient_{id}")).await
+                }
             }
         })
     }
@@ -79,6 +115,20 @@ impl<C: SqlxConnection + Sync> Backend for SqlxManager<C> {
         // back; a `BEGIN` in flight may not be (as for `Pool::begin`).
         beginning && C::CLOSE_ON_CANCELLED_BEGIN
     }
+}
+
+/// PostgreSQL's SQLSTATE for a statement sent inside an aborted transaction.
+const IN_FAILED_TRANSACTION: &str = "25P02";
+
+/// Rolls back every level sqlx counts (one normally; more when code below
+/// left a `sqlx::Transaction` of its own open, e.g. with `mem::forget`),
+/// so the transaction itself ends, not only the innermost of them.
+async fn roll_back_every_level<C: SqlxConnection>(conn: &mut C) -> Result<(), Error> {
+    let depth = Tm::<C>::get_transaction_depth(conn);
+    for _ in 0..depth {
+        Tm::<C>::rollback(conn).await?;
+    }
+    Ok(())
 }
 
 /// `&mut *conn` is a sqlx executor (and an `Acquire` through `&mut C`).

@@ -82,6 +82,10 @@ pub(crate) mod private {
             sql: &'static str,
         ) -> BoxFuture<'a, Result<(), Error>>;
 
+        /// Runs SQL text built at run time (from integers only) as plain
+        /// SQL, outside sqlx's statement cache.
+        fn execute_built<'a>(conn: &'a mut Self, sql: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+
         /// Takes one fleet budget ticket on a fresh connection with `sql`
         /// (a claim query, parameters written in), in one round trip:
         /// `Ok(true)` when taken, `Ok(false)` when every ticket is held. Only PostgreSQL's manager can be given a budget; for the

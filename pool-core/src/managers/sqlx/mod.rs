@@ -92,6 +92,12 @@ fn raw(sql: &'static str) -> driver::RawSql {
     driver::raw_sql(static_sql(sql))
 }
 
+/// A SQL text built at run time (from integers only), to run as is,
+/// outside the statement cache.
+fn raw_built(sql: &str) -> driver::RawSql {
+    driver::raw_sql(driver::AssertSqlSafe(sql))
+}
+
 /// A SQL text built at run time (from integers only), as this sqlx's query.
 #[cfg(feature = "sqlx-postgres")]
 fn built_sql(sql: &str) -> driver::AssertSqlSafe<&str> {

@@ -50,6 +50,10 @@ impl private::Sealed for MySqlConnection {
     fn execute_raw<'a>(conn: &'a mut Self, sql: &'static str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move { conn.execute(super::raw(sql)).await.map(drop) })
     }
+
+    fn execute_built<'a>(conn: &'a mut Self, sql: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move { conn.execute(super::raw_built(sql)).await.map(drop) })
+    }
 }
 
 impl private::SealedPassword for MySqlConnection {}

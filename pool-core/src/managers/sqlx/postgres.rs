@@ -128,6 +128,10 @@ impl private::Sealed for PgConnection {
         Box::pin(async move { conn.execute(super::raw(sql)).await.map(drop) })
     }
 
+    fn execute_built<'a>(conn: &'a mut Self, sql: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move { conn.execute(super::raw_built(sql)).await.map(drop) })
+    }
+
     fn claim_ticket<'a>(conn: &'a mut Self, sql: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
         Box::pin(async move {
             // Without parameters sqlx sends it as a simple query: one round

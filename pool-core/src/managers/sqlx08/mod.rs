@@ -45,6 +45,12 @@ fn raw(sql: &'static str) -> driver::RawSql<'static> {
     driver::raw_sql(sql)
 }
 
+/// A SQL text built at run time (from integers only), to run as is,
+/// outside the statement cache.
+fn raw_built(sql: &str) -> driver::RawSql<'_> {
+    driver::raw_sql(sql)
+}
+
 /// A SQL text built at run time (from integers only), as this sqlx's query.
 #[cfg(feature = "sqlx08-postgres")]
 fn built_sql(sql: &str) -> &str {

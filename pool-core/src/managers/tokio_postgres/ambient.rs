@@ -7,17 +7,25 @@
 //! Queries from several tasks on the one transaction share the client:
 //! tokio-postgres pipelines them on its connection, in the order sent.
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::Socket;
 
 use super::{PgClient, PgError, PostgresManager};
-use crate::ambient::sealed::{Backend, BoxFuture, Step};
+use crate::ambient::sealed::{Backend, BoxFuture, Committed, Step};
 use crate::ambient::{TxError, TxOptions};
 
-/// The name of the savepoint of `depth`.
-fn savepoint_sql(verb: &str, depth: u32) -> String {
-    format!("{verb} pool_ambient_{depth}")
+/// A statement on the savepoint with `id` (unique in its transaction).
+fn savepoint_sql(verb: &str, id: u64) -> String {
+    format!("{verb} pool_ambient_{id}")
 }
+
+/// `COMMIT`, behind a statement that PostgreSQL refuses (`25P02`) in an
+/// aborted transaction, whose `COMMIT` would otherwise be a silent
+/// rollback (the command tag says `ROLLBACK`, which tokio-postgres does not
+/// show). One simple query: the `COMMIT` runs only if the first statement
+/// did, in the same round trip.
+const COMMIT_SQL: &str = "SELECT 1; COMMIT";
 
 impl<Tls> Backend for PostgresManager<Tls>
 where
@@ -42,31 +50,45 @@ where
         })
     }
 
+    fn commit(conn: &mut PgClient) -> BoxFuture<'_, Result<Committed, PgError>> {
+        Box::pin(async move {
+            match conn.client().batch_execute(COMMIT_SQL).await {
+                Ok(()) => {
+                    conn.set_transaction_open(false);
+                    Ok(Committed::Yes)
+                }
+                Err(e) if e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
+                    // Aborted: end it now (the server would roll it back at
+                    // `COMMIT` just the same).
+                    conn.client().batch_execute("ROLLBACK").await?;
+                    conn.set_transaction_open(false);
+                    Ok(Committed::RolledBack)
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
     fn step(conn: &mut PgClient, step: Step) -> BoxFuture<'_, Result<(), PgError>> {
         Box::pin(async move {
             match step {
-                Step::Commit | Step::Rollback => {
-                    let sql = if step == Step::Commit {
-                        "COMMIT"
-                    } else {
-                        "ROLLBACK"
-                    };
-                    conn.client().batch_execute(sql).await?;
+                Step::Rollback => {
+                    conn.client().batch_execute("ROLLBACK").await?;
                     conn.set_transaction_open(false);
                 }
-                Step::Savepoint(depth) => {
-                    let sql = savepoint_sql("SAVEPOINT", depth);
+                Step::Savepoint(id) => {
+                    let sql = savepoint_sql("SAVEPOINT", id);
                     conn.client().batch_execute(&sql).await?;
                 }
-                Step::Release(depth) => {
-                    let sql = savepoint_sql("RELEASE SAVEPOINT", depth);
+                Step::Release(id) => {
+                    let sql = savepoint_sql("RELEASE SAVEPOINT", id);
                     conn.client().batch_execute(&sql).await?;
                 }
-                Step::RollbackTo(depth) => {
+                Step::RollbackTo(id) => {
                     let sql = format!(
                         "{}; {}",
-                        savepoint_sql("ROLLBACK TO SAVEPOINT", depth),
-                        savepoint_sql("RELEASE SAVEPOINT", depth)
+                        savepoint_sql("ROLLBACK TO SAVEPOINT", id),
+                        savepoint_sql("RELEASE SAVEPOINT", id)
                     );
                     conn.client().batch_execute(&sql).await?;
                 }
