@@ -13,7 +13,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 type Conn = sqlx::SqliteConnection;
 
 const SLOW: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
-                    WHERE x < 5000000) SELECT COUNT(*) FROM c";
+                    WHERE x < 2000000) SELECT COUNT(*) FROM c";
 
 /// The database files this test's thread made, removed when it ends.
 #[derive(Default)]
