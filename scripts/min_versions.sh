@@ -51,8 +51,9 @@ rm -rf "$copy"
 mkdir -p "$copy"
 git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' file; do
-    # A tracked file deleted in the work tree is left out, as in a build.
-    if [[ -e $file ]]; then printf '%s\0' "$file"; fi
+    # A tracked file deleted in the work tree is left out, as in a build,
+    # and so is this check's own dir (a target dir git does not ignore).
+    if [[ -e $file && $PWD/$file != "$dir"/* ]]; then printf '%s\0' "$file"; fi
   done |
   xargs -0 cp --parents --preserve=timestamps -t "$copy"
 
