@@ -18,6 +18,10 @@
 #   5. the loom models of the lock-free parts, every schedule with up to
 #      four preemptions (LOOM_MAX_PREEMPTIONS; see that step)
 #   6. Miri over the unsafe unit tests (scripts/miri.sh)
+#   7. the dependency floors (scripts/min_versions.sh): every direct
+#      dependency resolved to the lowest version its requirement allows,
+#      then pool-api and pool-core built with every feature and their unit
+#      tests run, so each declared floor is one that builds
 #
 # Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once,
 # with `debug = "limited"` for our crates (frames and lines for backtraces,
@@ -29,7 +33,9 @@
 # second time, in the same debug profile (an optimised build of them cost
 # CI about 50 s more). Loom and Miri build in target dirs of their own
 # (loom/ and miri/ under the target dir) so they never invalidate the main
-# build.
+# build. The floor check builds in minimal/ under the target dir too: one
+# more build of the two library crates' dependencies, at their lowest
+# versions (the examples and benches are resolved, not built).
 #
 # Measurements written as ignored tests (the ignore reason says "a
 # measurement") are reports to run by hand: the paused-clock pass skips them
@@ -48,7 +54,7 @@
 # The last line is the count of every test run by every pass (a test run in
 # two passes counts twice), with the ignored ones by reason:
 #
-#   test.sh: 812 passed, 0 failed, 72 ignored (54 need DATABASE_URL, 14 need MYSQL_URL, 4 need DATABASE_URL and pgbouncer)
+#   test.sh: 933 passed, 0 failed, 80 ignored (62 need DATABASE_URL, 14 need MYSQL_URL, 4 need DATABASE_URL and pgbouncer)
 #
 # Build settings are .ci/run's (no incremental caches), and every build,
 # loom's and Miri's too, lands under CARGO_TARGET_DIR when it is set.
@@ -252,6 +258,12 @@ LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
 
 step "Miri"
 MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" scripts/miri.sh
+
+step "dependency floors (direct dependencies at their lowest versions)"
+# A requirement below what the code uses (a method a later patch release
+# added) fails here rather than in a user's build locked at that release.
+MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
+  tests "$log" "dependency floors" scripts/min_versions.sh
 
 # The build's footprint, so a change that grows it shows up in the log.
 echo "test.sh: target dir: $(du -sh "$target_dir" 2>/dev/null | cut -f1)"

@@ -30,6 +30,22 @@
 //! How the engine works, file by file, and one connection's journey through
 //! it: [`design`].
 //!
+//! # Supported versions
+//!
+//! | feature | supports |
+//! |---|---|
+//! | `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite` | sqlx 0.9 |
+//! | `sqlx08-postgres`, `sqlx08-mysql`, `sqlx08-sqlite` | sqlx 0.8.5 or later in 0.8 |
+//! | `tokio-postgres` | tokio-postgres 0.7.17 or later in 0.7 |
+//! | `bb8` | bb8 0.9 |
+//! | `deadpool` | deadpool 0.13.1 or later in 0.13 |
+//! | `metrics` (default) | metrics 0.24.2 or later in 0.24 |
+//!
+//! with tokio 1.40 or later. Each lower bound is the requirement this
+//! crate declares, and the crate is tested with every direct dependency at
+//! it. A lock holding an older release is raised by Cargo when this crate
+//! is added (`cargo update -p sqlx` does it beforehand).
+//!
 //! # Example
 //!
 //! A manager says how to open and check one connection; the pool does the

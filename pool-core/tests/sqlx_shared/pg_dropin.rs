@@ -1,6 +1,8 @@
 //! The pool as a drop-in for sqlx's `PgPool`: the drop-in suite
-//! (`dropin_suite.rs`) on PostgreSQL, and a `PgPool` program ported with
-//! the documented lines.
+//! (`dropin_suite.rs`) on PostgreSQL, a `PgPool` program ported with the
+//! documented lines (construction included), and the transaction patterns
+//! of a ported service (an owned transaction in an enum, a `SKIP LOCKED`
+//! worker handing its transaction back, a drop after a failed statement).
 
 use std::time::Duration;
 
@@ -147,6 +149,262 @@ async fn a_pgpool_program_ports_with_the_documented_lines() {
         pool.close().await;
         assert!(pool.is_closed());
         assert!(matches!(pool.acquire().await, Err(sqlx::Error::PoolClosed)));
+    })
+    .await;
+}
+
+/// Where a sqlx service keeps its transaction in an enum and moves it
+/// through its functions by value.
+enum Step {
+    Open(Transaction<PgConnection>),
+    Done,
+}
+
+async fn add_by_value(step: Step, tag: String) -> Result<Step, sqlx::Error> {
+    match step {
+        Step::Open(mut tx) => {
+            insert_in(&mut tx, &tag).await?;
+            Ok(Step::Open(tx))
+        }
+        Step::Done => Ok(Step::Done),
+    }
+}
+
+async fn finish(step: Step) -> Result<Step, sqlx::Error> {
+    if let Step::Open(tx) = step {
+        tx.commit().await?;
+    }
+    Ok(Step::Done)
+}
+
+/// An owned transaction kept in an enum, moved by value into a spawned task
+/// and back: committed, its rows stay; dropped, they go.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn an_owned_transaction_in_an_enum_moves_by_value() {
+    bounded(async {
+        let pool = single().await;
+        let tag = unique("pg-enum");
+        let step = owned(Step::Open(pool.begin().await.unwrap()));
+        let step = tokio::spawn(add_by_value(step, tag.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let step = add_by_value(step, tag.clone()).await.unwrap();
+        assert!(matches!(finish(step).await.unwrap(), Step::Done));
+        assert_eq!(rows(&pool, &tag).await, 2);
+
+        let mut step = Step::Open(pool.begin().await.unwrap());
+        let id = match &mut step {
+            Step::Open(tx) => backend_id(tx).await,
+            Step::Done => unreachable!(),
+        };
+        let step = add_by_value(step, tag.clone()).await.unwrap();
+        drop(step);
+        assert_next_checkout_clean(&pool, id).await;
+        assert_eq!(rows(&pool, &tag).await, 2, "the dropped one left nothing");
+
+        sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE tag = $1")
+            .bind(&tag)
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    })
+    .await;
+}
+
+/// A transaction whose statement failed (PostgreSQL then refuses every
+/// statement until it ends) and that is dropped, not rolled back: the next
+/// checkout gets the same backend outside any transaction, and its rows are
+/// gone.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn a_transaction_dropped_after_a_failed_statement_is_rolled_back_before_reuse() {
+    bounded(async {
+        let pool = single().await;
+        let tag = unique("pg-failed");
+        let mut tx = pool.begin().await.unwrap();
+        insert_in(&mut tx, &tag).await.unwrap();
+        let id = backend_id(&mut tx).await;
+        let failed = sqlx::query("SELECT * FROM no_such_table_here")
+            .execute(&mut *tx)
+            .await;
+        assert!(
+            matches!(failed, Err(sqlx::Error::Database(_))),
+            "{failed:?}"
+        );
+        let refused = insert_in(&mut tx, &tag).await;
+        assert!(
+            matches!(refused, Err(sqlx::Error::Database(_))),
+            "an aborted transaction refuses statements: {refused:?}"
+        );
+        drop(tx);
+        assert_next_checkout_clean(&pool, id).await;
+        assert_eq!(rows(&pool, &tag).await, 0);
+        pool.close().await;
+    })
+    .await;
+}
+
+/// A queue worker as sqlx services write it: it claims the next job with
+/// `FOR UPDATE SKIP LOCKED` and hands the transaction that holds the claim
+/// to its caller, who finishes the job in it. `None` when no job is free
+/// (the transaction is dropped, and rolled back).
+async fn claim(
+    pool: &PgPool,
+    queue: &str,
+) -> Result<Option<(Transaction<PgConnection>, String)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let job: Option<String> = sqlx::query_scalar(
+        "SELECT tag FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1 \
+         ORDER BY tag LIMIT 1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(queue)
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(job.map(|job| (tx, job)))
+}
+
+/// The jobs left in `queue`.
+async fn rows_from(pool: &PgPool, queue: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1",
+    )
+    .bind(queue)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+async fn complete(mut tx: Transaction<PgConnection>, job: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE tag = $1")
+        .bind(job)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// Two workers claim two different jobs (the first one's lock is skipped),
+/// a claim dropped unfinished frees its job for the next worker on the same
+/// connection, and every job is done once.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn a_skip_locked_worker_returns_its_transaction_to_the_caller() {
+    bounded(async {
+        let queue = unique("pg-queue");
+        let run = tokio::spawn({
+            let queue = queue.clone();
+            async move {
+                let config =
+                    crate::support::db::named_config("pg-queue", 2, Duration::from_secs(10));
+                let pool = open(config).await;
+                create_table(&pool).await;
+                for job in ["a", "b"] {
+                    insert(
+                        &mut pool.acquire().await.unwrap(),
+                        &format!("{queue}-{job}"),
+                    )
+                    .await;
+                }
+
+                let (first, first_job) = claim(&pool, &queue).await.unwrap().expect("a free job");
+                let (mut second, second_job) =
+                    claim(&pool, &queue).await.unwrap().expect("a free job");
+                assert_eq!(
+                    (first_job.as_str(), second_job.as_str()),
+                    (format!("{queue}-a").as_str(), format!("{queue}-b").as_str()),
+                    "the second worker skipped the first one's job"
+                );
+                assert!(server_in_transaction(&mut second).await);
+                complete(first, &first_job).await.unwrap();
+                // The worker gave up. Its claim is released by the rollback
+                // that runs before its connection is handed out again (as
+                // sqlx's pool, in the background): with both connections
+                // in hand, that rollback is done.
+                drop(second);
+                let both = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+                drop(both);
+
+                let (again, job) = claim(&pool, &queue).await.unwrap().expect("the freed job");
+                assert_eq!(job, second_job);
+                complete(again, &job).await.unwrap();
+                assert!(
+                    claim(&pool, &queue).await.unwrap().is_none(),
+                    "every job done"
+                );
+                assert_eq!(rows_from(&pool, &queue).await, 0);
+                assert_eq!(pool.state().total, 2, "within the bound");
+                pool.close().await;
+            }
+        })
+        .await;
+        // Whatever happened above, leave no job behind.
+        let pool = open(crate::support::db::named_config(
+            "pg-queue-cleanup",
+            1,
+            Duration::from_secs(10),
+        ))
+        .await;
+        sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1")
+            .bind(&queue)
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        match run {
+            Ok(_) => {}
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    })
+    .await;
+}
+
+/// The rows of MIGRATION.md for `PgPool::connect_with`, `connect` and
+/// `connect_lazy`, each with `PoolConfig::default()`, as written there.
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test]
+async fn pgpool_connect_with_connect_and_connect_lazy_port_with_the_default_config() {
+    bounded(async {
+        let url = crate::support::db::url("DATABASE_URL");
+        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        let pools = [
+            // PgPool::connect_with(options)
+            Pool::new(
+                SqlxManager::<PgConnection>::new(options.clone()),
+                PoolConfig::default(),
+            )
+            .await
+            .unwrap(),
+            // PgPool::connect(url)
+            Pool::new(
+                SqlxManager::<PgConnection>::from_url(&url).unwrap(),
+                PoolConfig::default(),
+            )
+            .await
+            .unwrap(),
+            // PgPool::connect_lazy(url)
+            Pool::new_lazy(
+                SqlxManager::<PgConnection>::from_url(&url).unwrap(),
+                PoolConfig::default(),
+            ),
+            // PgPool::connect_lazy_with(options)
+            Pool::new_lazy(
+                SqlxManager::<PgConnection>::new(options),
+                PoolConfig::default(),
+            ),
+        ];
+        let opened: Vec<u32> = pools.iter().map(|pool| pool.state().total).collect();
+        assert_eq!(opened, [1, 1, 0, 0], "connect opens one, connect_lazy none");
+        for pool in &pools {
+            let one: i32 = sqlx::query_scalar("SELECT 1")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            assert_eq!(one, 1);
+            assert_eq!(pool.config().max_size(), 10, "sqlx's default size");
+            pool.close().await;
+        }
     })
     .await;
 }
