@@ -127,6 +127,10 @@ pub enum PgConfigError {
     FleetBudgetBehindPooler,
     /// The fleet budget itself is invalid.
     FleetBudget(FleetBudgetConfigError),
+    /// [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)
+    /// without [`PoolerMode::Transaction`](crate::PoolerMode::Transaction):
+    /// the statement relay is for transaction-mode poolers only.
+    UnnamedOutsideTransactionMode,
 }
 
 impl fmt::Display for PgConfigError {
@@ -145,6 +149,11 @@ impl fmt::Display for PgConfigError {
                  other clients; budget the pooler's server connections instead",
             ),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
+            Self::UnnamedOutsideTransactionMode => f.write_str(
+                "pooler_statements(PoolerStatements::Unnamed) needs \
+                 pooler_mode(PoolerMode::Transaction): named statements are safe on a direct \
+                 connection or a session-mode pooler",
+            ),
         }
     }
 }
