@@ -962,3 +962,202 @@ async fn passed_through_statements_take_the_direct_path() {
     pass_through_paths(&pool).await;
     pool.close().await;
 }
+
+/// The differential test's workload: what one step does on a connection.
+#[derive(Debug, Clone)]
+enum Op {
+    /// `prepare(DIFF_SQL[sql])` into `slot` (dropping, so closing, what
+    /// was there).
+    Prepare { slot: usize, sql: usize },
+    /// The driver's own query of the statement in `slot`, if any.
+    Run { slot: usize, arg: i32 },
+    /// Drops the statement in `slot`: the driver closes it.
+    Close { slot: usize },
+    /// The pooled client's query of a text.
+    Text { sql: usize, arg: i32 },
+    /// The statements in these slots run with these arguments, all written
+    /// before any reply is read.
+    Pipeline(Vec<(usize, i32)>),
+    /// `COPY pc_diff FROM STDIN` of these values.
+    CopyIn(Vec<i32>),
+    /// `COPY pc_diff TO STDOUT`.
+    CopyOut,
+    /// A `Parse` the server refuses.
+    BadParse,
+    /// `BEGIN`, `COMMIT` or `ROLLBACK` as text.
+    Tx(&'static str),
+}
+
+/// Each takes one `int4` parameter; the second fails on 0.
+const DIFF_SQL: [&str; 5] = [
+    "SELECT $1::int4 + 1",
+    "SELECT 10 / $1::int4",
+    "SELECT n FROM pc_diff WHERE n > $1::int4 ORDER BY n",
+    "SELECT count(*)::int4 FROM pc_diff WHERE n <> $1::int4",
+    "INSERT INTO pc_diff VALUES ($1::int4) RETURNING n",
+];
+
+const SLOTS: usize = 4;
+
+fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    let arg = -2_i32..5;
+    prop_oneof![
+        3 => (0..SLOTS, 0..DIFF_SQL.len()).prop_map(|(slot, sql)| Op::Prepare { slot, sql }),
+        4 => (0..SLOTS, arg.clone()).prop_map(|(slot, arg)| Op::Run { slot, arg }),
+        1 => (0..SLOTS).prop_map(|slot| Op::Close { slot }),
+        2 => (0..DIFF_SQL.len(), arg.clone()).prop_map(|(sql, arg)| Op::Text { sql, arg }),
+        2 => proptest::collection::vec((0..SLOTS, arg.clone()), 1..6).prop_map(Op::Pipeline),
+        1 => proptest::collection::vec(arg, 0..5).prop_map(Op::CopyIn),
+        1 => Just(Op::CopyOut),
+        1 => Just(Op::BadParse),
+        1 => prop_oneof![Just("BEGIN"), Just("COMMIT"), Just("ROLLBACK")].prop_map(Op::Tx),
+    ]
+}
+
+/// A query's outcome as text: its rows' first values, or its SQLSTATE.
+fn outcome(result: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>) -> String {
+    match result {
+        Ok(rows) => rows
+            .iter()
+            .map(|row| row.get::<_, i32>(0).to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        Err(e) => format!("E:{}", e.code().map_or("none", |c| c.code())),
+    }
+}
+
+/// Runs `ops` on a fresh connection of `manager`; every step's outcome.
+async fn run_ops(manager: &PostgresManager<NoTls>, ops: &[Op]) -> Vec<String> {
+    use futures::{SinkExt, TryStreamExt};
+    let conn = manager.connect().await.expect("connect");
+    conn.batch_execute("CREATE TEMP TABLE pc_diff (n int4)")
+        .await
+        .expect("create the temporary table");
+    let mut slots: Vec<Option<tokio_postgres::Statement>> = vec![None; SLOTS];
+    let mut seen = Vec::new();
+    for op in ops {
+        let got = match op {
+            Op::Prepare { slot, sql } => match conn.prepare(DIFF_SQL[*sql]).await {
+                Ok(statement) => {
+                    slots[*slot] = Some(statement);
+                    "prepared".to_owned()
+                }
+                Err(e) => outcome(Err(e)),
+            },
+            Op::Run { slot, arg } => match &slots[*slot] {
+                Some(statement) => outcome(conn.client().query(statement, &[arg]).await),
+                None => "empty".to_owned(),
+            },
+            Op::Close { slot } => {
+                slots[*slot] = None;
+                "closed".to_owned()
+            }
+            Op::Text { sql, arg } => outcome(conn.query(DIFF_SQL[*sql], &[arg]).await),
+            Op::Pipeline(steps) => {
+                let queries = steps.iter().map(|(slot, arg)| {
+                    let statement = slots[*slot].clone();
+                    let conn = &conn;
+                    async move {
+                        match statement {
+                            Some(statement) => {
+                                outcome(conn.client().query(&statement, &[arg]).await)
+                            }
+                            None => "empty".to_owned(),
+                        }
+                    }
+                });
+                futures::future::join_all(queries).await.join(";")
+            }
+            Op::CopyIn(values) => {
+                let copied = async {
+                    let sink = conn
+                        .client()
+                        .copy_in::<_, std::io::Cursor<Vec<u8>>>("COPY pc_diff FROM STDIN")
+                        .await?;
+                    let mut sink = std::pin::pin!(sink);
+                    let data: String = values.iter().map(|v| format!("{v}\n")).collect();
+                    sink.send(std::io::Cursor::new(data.into_bytes())).await?;
+                    sink.finish().await
+                }
+                .await;
+                match copied {
+                    Ok(n) => format!("copied {n}"),
+                    Err(e) => outcome(Err(e)),
+                }
+            }
+            Op::CopyOut => {
+                let out = async {
+                    let chunks: Vec<_> = conn
+                        .client()
+                        .copy_out("COPY pc_diff TO STDOUT")
+                        .await?
+                        .try_collect()
+                        .await?;
+                    Ok::<_, tokio_postgres::Error>(
+                        chunks
+                            .iter()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .collect::<String>(),
+                    )
+                }
+                .await;
+                match out {
+                    Ok(text) => text,
+                    Err(e) => outcome(Err(e)),
+                }
+            }
+            Op::BadParse => match conn.prepare("SELEC $1::int4").await {
+                Ok(_) => "parsed".to_owned(),
+                Err(e) => outcome(Err(e)),
+            },
+            Op::Tx(sql) => match conn.batch_execute(sql).await {
+                Ok(()) => (*sql).to_owned(),
+                Err(e) => outcome(Err(e)),
+            },
+        };
+        seen.push(got);
+    }
+    drop(slots);
+    assert!(!conn.is_closed(), "the connection failed: {seen:?}");
+    seen
+}
+
+#[test]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+fn the_relay_gives_the_same_results_as_a_direct_connection() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let _one = RELAYS.blocking_lock();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let direct = PostgresManager::new(database_config(), NoTls);
+    let relayed = unnamed(database_config());
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let workload = proptest::collection::vec(op_strategy(), 1..40);
+    runner
+        .run(&workload, |ops| {
+            let (want, got) = runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(60), async {
+                    (run_ops(&direct, &ops).await, run_ops(&relayed, &ops).await)
+                })
+                .await
+                .expect("a case ran past 60 s")
+            });
+            if want == got {
+                Ok(())
+            } else {
+                Err(TestCaseError::fail(format!(
+                    "direct {want:?}\nrelayed {got:?}"
+                )))
+            }
+        })
+        .expect("the relay changed a result");
+    runtime.block_on(relays_end());
+}
