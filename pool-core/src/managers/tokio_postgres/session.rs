@@ -22,36 +22,60 @@ pub(super) struct Found {
     pub(super) tx: Option<TxChange>,
 }
 
-/// Looks at every statement of `sql`.
+/// Looks at every statement of `sql`. Runs on every text query behind a
+/// transaction-mode pooler, so it allocates nothing: words are compared
+/// ignoring ASCII case.
 pub(super) fn session_state(sql: &str) -> Found {
     let mut found = Found::default();
     for statement in sql.split(';') {
-        let lower = statement.trim_start().to_ascii_lowercase();
-        let mut words = lower.split_ascii_whitespace();
+        let statement = statement.trim_start();
+        let mut words = statement.split_ascii_whitespace();
         let first = words.next().unwrap_or("");
         let second = words.next().unwrap_or("");
-        let kind = match first {
-            "set" if !matches!(second, "local" | "transaction" | "constraints") => Some("SET"),
-            "listen" => Some("LISTEN"),
-            "prepare" if second != "transaction" => Some("PREPARE"),
-            "declare" if lower.contains("with hold") => Some("DECLARE ... WITH HOLD"),
-            "create" if matches!(second, "temp" | "temporary") => Some("CREATE TEMPORARY"),
-            _ if lower.contains("pg_advisory_lock") || lower.contains("pg_try_advisory_lock") => {
-                Some("advisory session lock")
-            }
-            _ => None,
+        let kind = if is(first, &["set"]) && !is(second, &["local", "transaction", "constraints"]) {
+            Some("SET")
+        } else if is(first, &["listen"]) {
+            Some("LISTEN")
+        } else if is(first, &["prepare"]) && !is(second, &["transaction"]) {
+            Some("PREPARE")
+        } else if is(first, &["declare"]) && contains(statement, "with hold") {
+            Some("DECLARE ... WITH HOLD")
+        } else if is(first, &["create"]) && is(second, &["temp", "temporary"]) {
+            Some("CREATE TEMPORARY")
+        } else if contains(statement, "pg_advisory_lock")
+            || contains(statement, "pg_try_advisory_lock")
+        {
+            Some("advisory session lock")
+        } else {
+            None
         };
         if found.session_state.is_none() {
             found.session_state = kind;
         }
-        match (first, second) {
-            ("begin", _) | ("start", "transaction") => found.tx = Some(TxChange::Begin),
-            ("commit" | "end" | "abort", _) => found.tx = Some(TxChange::End),
-            ("rollback", s) if s != "to" => found.tx = Some(TxChange::End),
-            _ => {}
+        if is(first, &["begin"]) || (is(first, &["start"]) && is(second, &["transaction"])) {
+            found.tx = Some(TxChange::Begin);
+        } else if is(first, &["commit", "end", "abort"])
+            || (is(first, &["rollback"]) && !is(second, &["to"]))
+        {
+            found.tx = Some(TxChange::End);
         }
     }
     found
+}
+
+/// Whether `word` is one of `words` (lower case), ignoring ASCII case.
+fn is(word: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| word.eq_ignore_ascii_case(w))
+}
+
+/// Whether `text` contains `needle` (lower case), ignoring ASCII case.
+fn contains(text: &str, needle: &str) -> bool {
+    let needle = needle.as_bytes();
+    text.len() >= needle.len()
+        && text
+            .as_bytes()
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 #[cfg(test)]
@@ -60,6 +84,22 @@ mod tests {
 
     fn kind(sql: &str) -> Option<&'static str> {
         session_state(sql).session_state
+    }
+
+    #[test]
+    fn reads_words_in_any_case() {
+        assert_eq!(
+            kind("sElEcT PG_Advisory_Lock(1)"),
+            Some("advisory session lock")
+        );
+        assert_eq!(
+            kind("Declare c Cursor With Hold For SELECT 1"),
+            Some("DECLARE ... WITH HOLD")
+        );
+        assert_eq!(kind("Set Local x = 1"), None);
+        assert_eq!(kind("SELECT pg_advisory_xact_lock(1)"), None);
+        assert_eq!(session_state("Rollback To a").tx, None);
+        assert_eq!(session_state("Start Transaction").tx, Some(TxChange::Begin));
     }
 
     #[test]
