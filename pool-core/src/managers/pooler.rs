@@ -61,6 +61,10 @@ pub enum PoolerStatements {
 
 /// Whether connections go through the statement relay: unnamed statements
 /// behind a transaction-mode pooler.
+#[cfg_attr(
+    not(any(feature = "tokio-postgres", feature = "_sqlx", feature = "_sqlx08")),
+    allow(dead_code)
+)]
 pub(crate) fn relays(mode: PoolerMode, statements: PoolerStatements) -> bool {
     mode == PoolerMode::Transaction && statements == PoolerStatements::Unnamed
 }
