@@ -23,27 +23,28 @@ pub(super) struct Found {
 }
 
 /// Looks at every statement of `sql`. Runs on every text query behind a
-/// transaction-mode pooler, so it allocates nothing: words are compared
-/// ignoring ASCII case.
+/// transaction-mode pooler, so it allocates nothing: it reads bytes, and
+/// compares words ignoring ASCII case.
 pub(super) fn session_state(sql: &str) -> Found {
     let mut found = Found::default();
-    for statement in sql.split(';') {
-        let statement = statement.trim_start();
-        let mut words = statement.split_ascii_whitespace();
-        let first = words.next().unwrap_or("");
-        let second = words.next().unwrap_or("");
-        let kind = if is(first, &["set"]) && !is(second, &["local", "transaction", "constraints"]) {
+    for statement in sql.as_bytes().split(|&b| b == b';') {
+        let statement = statement.trim_ascii_start();
+        let (first, rest) = word(statement);
+        let second = word(rest.trim_ascii_start()).0;
+        let kind = if is(first, b"set")
+            && !(is(second, b"local") || is(second, b"transaction") || is(second, b"constraints"))
+        {
             Some("SET")
-        } else if is(first, &["listen"]) {
+        } else if is(first, b"listen") {
             Some("LISTEN")
-        } else if is(first, &["prepare"]) && !is(second, &["transaction"]) {
+        } else if is(first, b"prepare") && !is(second, b"transaction") {
             Some("PREPARE")
-        } else if is(first, &["declare"]) && contains(statement, "with hold") {
+        } else if is(first, b"declare") && contains(statement, b"with hold") {
             Some("DECLARE ... WITH HOLD")
-        } else if is(first, &["create"]) && is(second, &["temp", "temporary"]) {
+        } else if is(first, b"create") && (is(second, b"temp") || is(second, b"temporary")) {
             Some("CREATE TEMPORARY")
-        } else if contains(statement, "pg_advisory_lock")
-            || contains(statement, "pg_try_advisory_lock")
+        } else if contains(statement, b"pg_advisory_lock")
+            || contains(statement, b"pg_try_advisory_lock")
         {
             Some("advisory session lock")
         } else {
@@ -52,10 +53,12 @@ pub(super) fn session_state(sql: &str) -> Found {
         if found.session_state.is_none() {
             found.session_state = kind;
         }
-        if is(first, &["begin"]) || (is(first, &["start"]) && is(second, &["transaction"])) {
+        if is(first, b"begin") || (is(first, b"start") && is(second, b"transaction")) {
             found.tx = Some(TxChange::Begin);
-        } else if is(first, &["commit", "end", "abort"])
-            || (is(first, &["rollback"]) && !is(second, &["to"]))
+        } else if is(first, b"commit")
+            || is(first, b"end")
+            || is(first, b"abort")
+            || (is(first, b"rollback") && !is(second, b"to"))
         {
             found.tx = Some(TxChange::End);
         }
@@ -63,17 +66,24 @@ pub(super) fn session_state(sql: &str) -> Found {
     found
 }
 
-/// Whether `word` is one of `words` (lower case), ignoring ASCII case.
-fn is(word: &str, words: &[&str]) -> bool {
-    words.iter().any(|w| word.eq_ignore_ascii_case(w))
+/// The leading word of `text` (up to ASCII whitespace) and what follows.
+fn word(text: &[u8]) -> (&[u8], &[u8]) {
+    let end = text
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(text.len());
+    text.split_at(end)
+}
+
+/// Whether `word` is `lower` (lower case), ignoring ASCII case.
+fn is(word: &[u8], lower: &[u8]) -> bool {
+    word.eq_ignore_ascii_case(lower)
 }
 
 /// Whether `text` contains `needle` (lower case), ignoring ASCII case.
-fn contains(text: &str, needle: &str) -> bool {
-    let needle = needle.as_bytes();
+fn contains(text: &[u8], needle: &[u8]) -> bool {
     text.len() >= needle.len()
         && text
-            .as_bytes()
             .windows(needle.len())
             .any(|w| w.eq_ignore_ascii_case(needle))
 }
@@ -100,6 +110,18 @@ mod tests {
         assert_eq!(kind("SELECT pg_advisory_xact_lock(1)"), None);
         assert_eq!(session_state("Rollback To a").tx, None);
         assert_eq!(session_state("Start Transaction").tx, Some(TxChange::Begin));
+        assert_eq!(
+            kind("select pg_try_advisory_lock_shared(7)"),
+            Some("advisory session lock")
+        );
+        assert_eq!(kind("SELECT pg_try_advisory_xact_lock(7), a_b"), None);
+        assert_eq!(kind("SELECT 1; commit; listen x"), Some("LISTEN"));
+        assert_eq!(
+            session_state("SELECT 1; commit; select 2").tx,
+            Some(TxChange::End)
+        );
+        assert_eq!(session_state("").tx, None);
+        assert_eq!(kind(";;  ;"), None);
     }
 
     #[test]
