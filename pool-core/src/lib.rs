@@ -133,6 +133,6 @@ pub mod managers;
 pub mod design {}
 
 pub use engine::PooledConnection;
-pub use managers::pooler::PoolerMode;
+pub use managers::pooler::{PoolerMode, PoolerStatements};
 pub use pool::Pool;
 pub use pool_api::*;

@@ -149,11 +149,29 @@ impl OursPgManager {
     /// Connects one connection first, like every `Pool::new`.
     pub async fn build(spec: &DbSpec) -> Result<Self, String> {
         let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
-        let manager = PgManager::new(config, NoTls);
+        let manager = with_pooler_from_env(PgManager::new(config, NoTls))?;
         let pool = pool_core::Pool::new(manager, our_config(spec))
             .await
             .map_err(|e| e.to_string())?;
         Ok(Self(pool))
+    }
+}
+
+/// `OURS_PG_POOLER`, to count what each pooler setting costs against a
+/// direct connection: `transaction` is `PoolerMode::Transaction` with named
+/// statements passed through, `unnamed` adds `PoolerStatements::Unnamed`
+/// (the statement relay); unset or `session`, the default.
+fn with_pooler_from_env(manager: PgManager) -> Result<PgManager, String> {
+    use pool_core::{PoolerMode, PoolerStatements};
+    match std::env::var("OURS_PG_POOLER").as_deref() {
+        Err(_) | Ok("" | "session") => Ok(manager),
+        Ok("transaction") => Ok(manager.pooler_mode(PoolerMode::Transaction)),
+        Ok("unnamed") => Ok(manager
+            .pooler_mode(PoolerMode::Transaction)
+            .pooler_statements(PoolerStatements::Unnamed)),
+        Ok(other) => Err(format!(
+            "OURS_PG_POOLER={other:?}: session, transaction or unnamed"
+        )),
     }
 }
 

@@ -22,10 +22,28 @@
 //! own statement cache keeps working (one round trip per cached query),
 //! while no name ever reaches the server.
 //!
+//! Safety rules, each of which closes the connection (both sides; the
+//! driver sees its connection fail and the pool drops it) rather than guess:
+//!
+//! - A statement is kept until the driver closes it or its `Parse` fails,
+//!   never evicted: a `Bind` or `Describe` of a name the relay does not
+//!   hold would run whatever statement of that name the shared server
+//!   session holds, so it is never sent. Memory is bounded by a limit on
+//!   the statements held; past it the connection fails.
+//! - Replies are matched to the driver's batches (`Sync`, `Query`,
+//!   `FunctionCall`), counting that the server ignores a `Sync` sent in
+//!   copy-in mode (tokio-postgres's `copy_in` sends one before its data).
+//!   A `ParseComplete` or `ReadyForQuery` that belongs to no batch, or
+//!   framing that does not parse, ends the connection.
+//!
+//! Only `Parse`, `Bind`, `Describe` and `Close` are buffered whole; every
+//! other message, rows and copy data included, passes through as its bytes
+//! arrive.
+//!
 //! Only the plaintext protocol can be read: with TLS to the pooler nothing
 //! can be rewritten, and the managers refuse that combination.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -57,6 +75,34 @@ pub fn open_relays() -> usize {
 /// One driver-side statement name, as bytes without the trailing NUL.
 type Name = Vec<u8>;
 
+/// How many statements one relay holds for its driver, at most: past it the
+/// connection fails (the relay never forgets a statement the driver has
+/// not closed).
+const MAX_STATEMENTS: usize = 10_000;
+/// How many bytes of `Parse` bodies one relay holds, at most.
+const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
+/// The largest message the relay buffers whole (`Parse`, `Bind`,
+/// `Describe`, `Close`); every other message is streamed.
+const MAX_BUFFERED_MESSAGE: usize = 256 * 1024 * 1024;
+
+/// Why a relay gave up on its connection: something it cannot rewrite
+/// safely or a reply it cannot place. The relay then closes both sides, so
+/// the driver sees its connection fail and the pool drops it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Broken(pub(crate) &'static str);
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "statement relay closed the connection: {}", self.0)
+    }
+}
+
+impl From<Broken> for io::Error {
+    fn from(broken: Broken) -> Self {
+        io::Error::new(io::ErrorKind::InvalidData, broken.to_string())
+    }
+}
+
 /// A `Parse` the server will answer with `ParseComplete`, in order.
 #[derive(Debug)]
 enum Sent {
@@ -67,57 +113,47 @@ enum Sent {
     Injected,
 }
 
-/// The `Parse` bodies (everything after the name) by the driver's names,
-/// bounded: past `cap`, the least recently used goes.
+/// The `Parse` bodies (everything after the name) by the driver's names:
+/// every statement the driver parsed and has not closed (nor failed to
+/// parse), never evicted; bounded by failing the connection instead.
 #[derive(Debug)]
 struct Statements {
-    by_name: HashMap<Name, (u64, Vec<u8>)>,
-    by_use: BTreeMap<u64, Name>,
-    next: u64,
-    cap: usize,
+    by_name: HashMap<Name, Vec<u8>>,
+    bytes: usize,
+    max_count: usize,
+    max_bytes: usize,
 }
 
 impl Statements {
-    fn new(cap: usize) -> Self {
+    fn new(max_count: usize, max_bytes: usize) -> Self {
         Self {
             by_name: HashMap::new(),
-            by_use: BTreeMap::new(),
-            next: 0,
-            cap: cap.max(1),
+            bytes: 0,
+            max_count,
+            max_bytes,
         }
     }
 
-    fn insert(&mut self, name: &[u8], body: Vec<u8>) {
-        let seq = self.next;
-        self.next += 1;
-        if let Some((old, _)) = self.by_name.insert(name.to_vec(), (seq, body)) {
-            self.by_use.remove(&old);
+    fn insert(&mut self, name: &[u8], body: Vec<u8>) -> Result<(), Broken> {
+        self.bytes += body.len();
+        if let Some(old) = self.by_name.insert(name.to_vec(), body) {
+            self.bytes -= old.len();
         }
-        self.by_use.insert(seq, name.to_vec());
-        while self.by_name.len() > self.cap {
-            match self.by_use.pop_first() {
-                Some((_, evicted)) => {
-                    self.by_name.remove(&evicted);
-                }
-                None => break,
-            }
+        if self.by_name.len() > self.max_count || self.bytes > self.max_bytes {
+            return Err(Broken(
+                "the driver holds more statements than the relay keeps for one connection",
+            ));
         }
+        Ok(())
     }
 
-    /// The body of `name`, marked as just used.
-    fn get(&mut self, name: &[u8]) -> Option<&[u8]> {
-        let seq = self.next;
-        let entry = self.by_name.get_mut(name)?;
-        self.next += 1;
-        self.by_use.remove(&entry.0);
-        self.by_use.insert(seq, name.to_vec());
-        entry.0 = seq;
-        Some(&entry.1)
+    fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.by_name.get(name).map(Vec::as_slice)
     }
 
     fn remove(&mut self, name: &[u8]) {
-        if let Some((seq, _)) = self.by_name.remove(name) {
-            self.by_use.remove(&seq);
+        if let Some(body) = self.by_name.remove(name) {
+            self.bytes -= body.len();
         }
     }
 
@@ -135,187 +171,226 @@ struct Loaded {
     batch: u64,
 }
 
+/// Where the framing of one direction stands.
+#[derive(Debug, Default)]
+struct Framing {
+    /// The header (up to 5 bytes), or the whole of a message buffered to be
+    /// rewritten.
+    buf: Vec<u8>,
+    /// The bytes of a whole message being buffered (tag and length
+    /// included); 0 while reading a header.
+    need: usize,
+    /// Body bytes of a streamed message still to pass on as they come.
+    pass: usize,
+    /// Whether the streamed message's bytes are dropped rather than passed.
+    drop: bool,
+    /// A `ReadyForQuery` whose status byte is still to come.
+    want_status: bool,
+}
+
 /// The relay's protocol state: a rewriter for each direction, sharing what
 /// the server holds.
 #[derive(Debug)]
 pub(crate) struct Rewriter {
-    /// The frontend bytes of a message not yet complete.
-    from_client: Vec<u8>,
-    /// The backend bytes of a message not yet complete.
-    from_server: Vec<u8>,
-    /// A message that breaks the framing was seen: bytes pass untouched
-    /// from then on (the server closes such a connection).
-    broken: bool,
+    client: Framing,
+    server: Framing,
     /// The first `ReadyForQuery` (end of the login) was seen.
     logged_in: bool,
     statements: Statements,
     loaded: Option<Loaded>,
-    /// Batches the driver ended (`Sync`, `Query`, `FunctionCall`).
+    /// Batches the driver ended (`Sync`, `Query`, `FunctionCall`), less
+    /// the `Sync`s the server ignored in copy-in mode.
     batches_sent: u64,
     /// Batches the server answered (`ReadyForQuery` after login).
     batches_answered: u64,
     /// The last answered batch after which the session was idle.
     last_idle: Option<u64>,
     /// The `Parse`s of the batch being written.
-    open_batch: Vec<Sent>,
+    open_batch: VecDeque<Sent>,
     /// The `Parse`s of the batches sent and not answered yet, oldest first.
     sent_batches: VecDeque<VecDeque<Sent>>,
+    /// `Sync`s the driver sent since its last `Execute` or `Query`: if that
+    /// one started a `COPY FROM STDIN`, the server ignores them.
+    syncs_since_execute: u64,
     /// `Parse`s added by the relay, for tests and logs.
     injected: u64,
 }
 
+impl Default for Rewriter {
+    fn default() -> Self {
+        Self::with_limits(MAX_STATEMENTS, MAX_STATEMENT_BYTES)
+    }
+}
+
 impl Rewriter {
-    /// A rewriter for one connection, keeping at most `cap` statements.
-    pub(crate) fn new(cap: usize) -> Self {
+    /// A rewriter for one connection that holds at most `max_count`
+    /// statements, of at most `max_bytes` in all.
+    pub(crate) fn with_limits(max_count: usize, max_bytes: usize) -> Self {
         Self {
-            from_client: Vec::new(),
-            from_server: Vec::new(),
-            broken: false,
+            client: Framing::default(),
+            server: Framing::default(),
             logged_in: false,
-            statements: Statements::new(cap),
+            statements: Statements::new(max_count, max_bytes),
             loaded: None,
             batches_sent: 0,
             batches_answered: 0,
             last_idle: None,
-            open_batch: Vec::new(),
+            open_batch: VecDeque::new(),
             sent_batches: VecDeque::new(),
+            syncs_since_execute: 0,
             injected: 0,
         }
     }
 
     /// Rewrites typed frontend messages (after the startup packet) into
-    /// `out`; keeps an incomplete message for the next call.
-    pub(crate) fn client_bytes(&mut self, input: &[u8], out: &mut Vec<u8>) {
-        if self.broken {
-            out.extend_from_slice(input);
-            return;
-        }
-        let mut pending = std::mem::take(&mut self.from_client);
-        pending.extend_from_slice(input);
-        let mut at = 0;
-        while let Some((tag, len)) = header(&pending[at..]) {
-            if len < 4 {
-                self.broken = true;
-                break;
+    /// `out`. `Parse`, `Bind`, `Describe` and `Close` are buffered whole
+    /// until complete; every other message passes as its bytes come.
+    ///
+    /// # Errors
+    ///
+    /// [`Broken`]: the connection must be closed, nothing more sent.
+    pub(crate) fn client_bytes(
+        &mut self,
+        mut input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), Broken> {
+        loop {
+            if self.client.pass > 0 {
+                let n = self.client.pass.min(input.len());
+                out.extend_from_slice(&input[..n]);
+                self.client.pass -= n;
+                input = &input[n..];
+                if self.client.pass > 0 {
+                    return Ok(());
+                }
             }
-            let end = at + 1 + len;
-            if pending.len() < end {
-                break;
+            if self.client.need > 0 {
+                let n = (self.client.need - self.client.buf.len()).min(input.len());
+                self.client.buf.extend_from_slice(&input[..n]);
+                input = &input[n..];
+                if self.client.buf.len() < self.client.need {
+                    return Ok(());
+                }
+                let mut whole = std::mem::take(&mut self.client.buf);
+                self.client.need = 0;
+                self.client_message(whole[0], &whole[5..], out)?;
+                whole.clear();
+                self.client.buf = whole;
+                continue;
             }
-            let body = &pending[at + 5..end];
-            self.client_message(tag, body, &pending[at..end], out);
-            at = end;
-        }
-        if self.broken {
-            out.extend_from_slice(&pending[at..]);
-        } else {
-            pending.drain(..at);
-            self.from_client = pending;
+            if input.is_empty() {
+                return Ok(());
+            }
+            let Some((tag, len)) = take_header(&mut self.client.buf, &mut input)? else {
+                return Ok(());
+            };
+            if matches!(tag, b'P' | b'B' | b'D' | b'C') {
+                if len > MAX_BUFFERED_MESSAGE {
+                    return Err(Broken("a statement message too large to rewrite"));
+                }
+                self.client.need = 1 + len;
+                continue;
+            }
+            self.client_streamed(tag)?;
+            out.extend_from_slice(&self.client.buf);
+            self.client.buf.clear();
+            self.client.pass = len - 4;
         }
     }
 
-    /// Rewrites backend messages into `out`; keeps an incomplete message
-    /// for the next call.
-    pub(crate) fn server_bytes(&mut self, input: &[u8], out: &mut Vec<u8>) {
-        if self.broken {
-            out.extend_from_slice(input);
-            return;
-        }
-        let mut pending = std::mem::take(&mut self.from_server);
-        pending.extend_from_slice(input);
-        let mut at = 0;
-        while let Some((tag, len)) = header(&pending[at..]) {
-            if len < 4 {
-                self.broken = true;
-                break;
-            }
-            let end = at + 1 + len;
-            if pending.len() < end {
-                break;
-            }
-            if self.server_message(tag, &pending[at + 5..end]) {
-                out.extend_from_slice(&pending[at..end]);
-            }
-            at = end;
-        }
-        if self.broken {
-            out.extend_from_slice(&pending[at..]);
-        } else {
-            pending.drain(..at);
-            self.from_server = pending;
-        }
-    }
-
-    fn client_message(&mut self, tag: u8, body: &[u8], whole: &[u8], out: &mut Vec<u8>) {
+    /// Follows a frontend message that passes unchanged.
+    fn client_streamed(&mut self, tag: u8) -> Result<(), Broken> {
         match tag {
-            b'P' => match split_cstr(body) {
-                Some((name, rest)) => {
-                    self.statements.insert(name, rest.to_vec());
-                    self.open_batch.push(Sent::Client(name.to_vec()));
-                    self.loaded = Some(Loaded {
-                        name: name.to_vec(),
-                        batch: self.batches_sent,
-                    });
-                    write_message(out, b'P', &[b"\0", rest]);
-                }
-                None => self.pass_broken(whole, out),
-            },
-            b'B' => {
-                let parsed = split_cstr(body)
-                    .and_then(|(portal, rest)| split_cstr(rest).map(|(s, r)| (portal, s, r)));
-                match parsed {
-                    Some((portal, name, rest)) => {
-                        if self.make_current(name, out) {
-                            write_message(out, b'B', &[portal, b"\0\0", rest]);
-                        } else {
-                            out.extend_from_slice(whole);
-                        }
-                    }
-                    None => self.pass_broken(whole, out),
-                }
-            }
-            b'D' | b'C' if body.first() == Some(&b'S') => match split_cstr(&body[1..]) {
-                Some((name, [])) => {
-                    if tag == b'C' {
-                        // Closing the unnamed statement is never an error;
-                        // whichever statement it held is parsed again when
-                        // needed.
-                        self.statements.remove(name);
-                        self.loaded = None;
-                        write_message(out, b'C', &[b"S\0"]);
-                    } else if self.make_current(name, out) {
-                        write_message(out, b'D', &[b"S\0"]);
-                    } else {
-                        out.extend_from_slice(whole);
-                    }
-                }
-                _ => self.pass_broken(whole, out),
-            },
             b'S' | b'Q' | b'F' => {
                 // Each ends a batch that the server answers with exactly
-                // one `ReadyForQuery`.
+                // one `ReadyForQuery` (but for a `Sync` in copy-in mode,
+                // see below).
                 self.sent_batches
-                    .push_back(std::mem::take(&mut self.open_batch).into());
+                    .push_back(std::mem::take(&mut self.open_batch));
                 self.batches_sent += 1;
-                out.extend_from_slice(whole);
+                if tag == b'S' {
+                    self.syncs_since_execute += 1;
+                } else {
+                    self.syncs_since_execute = 0;
+                }
+                if tag == b'Q' {
+                    // A simple query drops the unnamed statement.
+                    self.loaded = None;
+                }
             }
-            _ => out.extend_from_slice(whole),
+            b'E' => self.syncs_since_execute = 0,
+            b'c' | b'f' => {
+                // `CopyDone` or `CopyFail`: the copy that the last
+                // `Execute` (or `Query`) started is over, and the server
+                // ignored every `Sync` sent since, as the protocol says:
+                // those batches are part of the one that the next `Sync`
+                // ends.
+                for _ in 0..std::mem::take(&mut self.syncs_since_execute) {
+                    let Some(mut ignored) = self.sent_batches.pop_back() else {
+                        return Err(Broken("a copy's end that follows no batch"));
+                    };
+                    ignored.append(&mut self.open_batch);
+                    self.open_batch = ignored;
+                    self.batches_sent -= 1;
+                }
+            }
+            _ => {}
         }
+        Ok(())
     }
 
-    /// A message whose body does not parse: sent as it is, and nothing
-    /// rewritten from then on.
-    fn pass_broken(&mut self, whole: &[u8], out: &mut Vec<u8>) {
-        self.broken = true;
-        out.extend_from_slice(whole);
+    /// Rewrites one whole `Parse`, `Bind`, `Describe` or `Close`.
+    fn client_message(&mut self, tag: u8, body: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
+        const BAD: Broken = Broken("a statement message that does not parse");
+        match tag {
+            b'P' => {
+                let (name, rest) = split_cstr(body).ok_or(BAD)?;
+                self.statements.insert(name, rest.to_vec())?;
+                self.open_batch.push_back(Sent::Client(name.to_vec()));
+                self.loaded = Some(Loaded {
+                    name: name.to_vec(),
+                    batch: self.batches_sent,
+                });
+                write_message(out, b'P', &[b"\0", rest]);
+            }
+            b'B' => {
+                let (portal, rest) = split_cstr(body).ok_or(BAD)?;
+                let (name, rest) = split_cstr(rest).ok_or(BAD)?;
+                self.make_current(name, out)?;
+                write_message(out, b'B', &[portal, b"\0\0", rest]);
+            }
+            b'D' | b'C' if body.first() == Some(&b'S') => {
+                let (name, rest) = split_cstr(&body[1..]).ok_or(BAD)?;
+                if !rest.is_empty() {
+                    return Err(BAD);
+                }
+                if tag == b'C' {
+                    // Closing the unnamed statement is never an error, even
+                    // for a name the relay does not know; whichever
+                    // statement it held is parsed again when needed.
+                    self.statements.remove(name);
+                    self.loaded = None;
+                    write_message(out, b'C', &[b"S\0"]);
+                } else {
+                    self.make_current(name, out)?;
+                    write_message(out, b'D', &[b"S\0"]);
+                }
+            }
+            // A portal's `Describe` or `Close`.
+            _ => write_message(out, tag, &[body]),
+        }
+        Ok(())
     }
 
     /// Makes sure the server's unnamed statement holds `name` for the
-    /// message that follows, adding its `Parse` if it may not. `false`: the
-    /// relay does not know `name` (never parsed, closed, or failed), and the
-    /// message goes with the name as it is, which the server refuses with
-    /// its own error.
-    fn make_current(&mut self, name: &[u8], out: &mut Vec<u8>) -> bool {
+    /// message that follows, adding its `Parse` if it may not.
+    ///
+    /// # Errors
+    ///
+    /// A name the relay does not hold (never parsed, closed, or failed):
+    /// sent as it is, it would run whatever statement of that name the
+    /// shared server session holds, so the connection fails instead.
+    fn make_current(&mut self, name: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
         let batch = self.batches_sent;
         let held = self.loaded.as_ref().is_some_and(|loaded| {
             loaded.name == name
@@ -324,37 +399,91 @@ impl Rewriter {
                         && self.last_idle.is_none_or(|idle| idle < loaded.batch)))
         });
         if held {
-            return true;
+            return Ok(());
         }
         let Some(body) = self.statements.get(name) else {
-            return false;
+            return Err(Broken(
+                "the driver used a statement the relay does not hold (never parsed, closed, or \
+                 failed)",
+            ));
         };
         write_message(out, b'P', &[b"\0", body]);
-        self.open_batch.push(Sent::Injected);
+        self.open_batch.push_back(Sent::Injected);
         self.injected += 1;
         self.loaded = Some(Loaded {
             name: name.to_vec(),
             batch,
         });
-        true
+        Ok(())
     }
 
-    /// Whether the backend message goes on to the driver.
-    fn server_message(&mut self, tag: u8, body: &[u8]) -> bool {
+    /// Passes backend messages into `out`, streamed as their bytes come,
+    /// but for the `ParseComplete`s of the relay's own `Parse`s, which are
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Broken`]: a reply the relay cannot place, or broken framing.
+    pub(crate) fn server_bytes(
+        &mut self,
+        mut input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), Broken> {
+        loop {
+            if self.server.pass > 0 && !input.is_empty() {
+                if self.server.want_status {
+                    self.server.want_status = false;
+                    self.ready(input[0])?;
+                }
+                let n = self.server.pass.min(input.len());
+                if !self.server.drop {
+                    out.extend_from_slice(&input[..n]);
+                }
+                self.server.pass -= n;
+                input = &input[n..];
+            }
+            if input.is_empty() {
+                return Ok(());
+            }
+            let Some((tag, len)) = take_header(&mut self.server.buf, &mut input)? else {
+                return Ok(());
+            };
+            self.server.drop = !self.server_message(tag, len)?;
+            if !self.server.drop {
+                out.extend_from_slice(&self.server.buf);
+            }
+            self.server.buf.clear();
+            self.server.pass = len - 4;
+        }
+    }
+
+    /// Follows a backend message from its header; whether it goes on to
+    /// the driver.
+    fn server_message(&mut self, tag: u8, len: usize) -> Result<bool, Broken> {
+        if !self.logged_in {
+            if tag == b'Z' {
+                self.logged_in = true;
+            }
+            return Ok(true);
+        }
         match tag {
             b'1' => {
                 let oldest = match self.sent_batches.front_mut() {
                     Some(batch) => batch.pop_front(),
-                    None => (!self.open_batch.is_empty()).then(|| self.open_batch.remove(0)),
+                    None => self.open_batch.pop_front(),
                 };
-                !matches!(oldest, Some(Sent::Injected))
+                match oldest {
+                    Some(Sent::Client(_)) => Ok(true),
+                    Some(Sent::Injected) => Ok(false),
+                    None => Err(Broken("a ParseComplete the relay cannot place")),
+                }
             }
-            b'E' if self.logged_in => {
+            b'E' => {
                 // The server skips the rest of the batch: its `Parse`s not
                 // yet answered never ran.
                 let skipped = match self.sent_batches.front_mut() {
                     Some(batch) => std::mem::take(batch),
-                    None => std::mem::take(&mut self.open_batch).into(),
+                    None => std::mem::take(&mut self.open_batch),
                 };
                 for sent in skipped {
                     if let Sent::Client(name) = sent {
@@ -362,23 +491,33 @@ impl Rewriter {
                     }
                 }
                 self.loaded = None;
-                true
+                Ok(true)
             }
             b'Z' => {
-                if !self.logged_in {
-                    self.logged_in = true;
-                    return true;
+                if len != 5 {
+                    return Err(Broken("a ReadyForQuery of a bad length"));
                 }
-                let answered = self.batches_answered;
-                self.batches_answered += 1;
-                self.sent_batches.pop_front();
-                if body.first() == Some(&b'I') {
-                    self.last_idle = Some(answered);
+                if self.sent_batches.pop_front().is_none() {
+                    return Err(Broken("a ReadyForQuery the relay cannot place"));
                 }
-                true
+                self.server.want_status = true;
+                Ok(true)
             }
-            _ => true,
+            _ => Ok(true),
         }
+    }
+
+    /// The status byte of a `ReadyForQuery` (placed by its header).
+    fn ready(&mut self, status: u8) -> Result<(), Broken> {
+        let answered = self.batches_answered;
+        self.batches_answered += 1;
+        if self.batches_answered > self.batches_sent {
+            return Err(Broken("more ReadyForQuery than batches sent"));
+        }
+        if status == b'I' {
+            self.last_idle = Some(answered);
+        }
+        Ok(())
     }
 
     /// `Parse`s the relay added so far.
@@ -386,6 +525,25 @@ impl Rewriter {
     fn injected(&self) -> u64 {
         self.injected
     }
+}
+
+/// Completes a message header in `buf` from `input`: its tag and length
+/// field once all five bytes are there.
+///
+/// # Errors
+///
+/// A length below 4 (or negative), which breaks the framing.
+fn take_header(buf: &mut Vec<u8>, input: &mut &[u8]) -> Result<Option<(u8, usize)>, Broken> {
+    let n = (5 - buf.len()).min(input.len());
+    buf.extend_from_slice(&input[..n]);
+    *input = &input[n..];
+    let Some((tag, len)) = header(buf) else {
+        return Ok(None);
+    };
+    if len < 4 {
+        return Err(Broken("a message of a bad length"));
+    }
+    Ok(Some((tag, len)))
 }
 
 /// A typed message's tag and length field, once five bytes are there.
@@ -582,7 +740,7 @@ impl Relay {
     /// Connects to the pooler, then listens on a Unix socket in a new
     /// directory only this user can enter, and spawns the task that accepts
     /// the driver's one connection and relays it, rewriting statements with
-    /// a [`Rewriter`] keeping at most `statements` of them.
+    /// a [`Rewriter`].
     ///
     /// The task ends when either side closes, or, if the driver never
     /// connected, when the returned value is dropped. The socket file and
@@ -596,7 +754,7 @@ impl Relay {
     ///
     /// Outside a tokio runtime (the drivers need one anyway).
     #[cfg(unix)]
-    pub(crate) async fn start(upstream: &Upstream, statements: usize) -> io::Result<Relay> {
+    pub(crate) async fn start(upstream: &Upstream) -> io::Result<Relay> {
         use std::os::unix::fs::DirBuilderExt;
 
         let server = upstream.connect().await?;
@@ -628,9 +786,7 @@ impl Relay {
             drop(socket);
             match accepted {
                 Ok((client, _)) => {
-                    if let Err(error) = relay(client, server, Rewriter::new(statements)).await {
-                        tracing::debug!(%error, "statement relay to the pooler ended");
-                    }
+                    log_end(relay(client, server, Rewriter::default()).await);
                 }
                 Err(error) => tracing::debug!(%error, "statement relay could not accept"),
             }
@@ -645,8 +801,7 @@ impl Relay {
     /// Connects to the pooler (with TCP `keepalive`, if given) and spawns
     /// a relay to it whose driver end is the returned stream, for drivers
     /// that take a stream (`tokio_postgres::Config::connect_raw`). The relay
-    /// keeps at most `statements` statements and ends when either side
-    /// closes.
+    /// ends when either side closes.
     ///
     /// # Errors
     ///
@@ -660,7 +815,6 @@ impl Relay {
     pub(crate) async fn pair(
         upstream: &Upstream,
         keepalive: Option<Keepalive>,
-        statements: usize,
     ) -> io::Result<tokio::net::UnixStream> {
         let server = upstream.connect().await?;
         if let (ServerStream::Tcp(tcp), Some(keepalive)) = (&server, keepalive) {
@@ -670,9 +824,7 @@ impl Relay {
         let open = OpenRelay::new();
         tokio::spawn(async move {
             let _open = open;
-            if let Err(error) = relay(relayed, server, Rewriter::new(statements)).await {
-                tracing::debug!(%error, "statement relay to the pooler ended");
-            }
+            log_end(relay(relayed, server, Rewriter::default()).await);
         });
         Ok(driver)
     }
@@ -684,11 +836,23 @@ impl Relay {
     ///
     /// Always `Unsupported`: see [`Upstream`].
     #[cfg(not(unix))]
-    pub(crate) async fn start(_upstream: &Upstream, _statements: usize) -> io::Result<Relay> {
+    pub(crate) async fn start(_upstream: &Upstream) -> io::Result<Relay> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "the transaction pooler mode's relay needs Unix domain sockets",
         ))
+    }
+}
+
+/// Logs how a relay ended: at `WARN` when it closed the connection itself
+/// (see [`Broken`]), at `DEBUG` for an I/O error of either side.
+fn log_end(ended: io::Result<()>) {
+    match ended {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+            tracing::warn!(%error, "statement relay to the pooler ended");
+        }
+        Err(error) => tracing::debug!(%error, "statement relay to the pooler ended"),
     }
 }
 
@@ -755,8 +919,10 @@ where
             rewriter
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .client_bytes(&buf[..n], &mut out);
-            server_write.write_all(&out).await?;
+                .client_bytes(&buf[..n], &mut out)?;
+            if !out.is_empty() {
+                server_write.write_all(&out).await?;
+            }
         }
     };
     let downstream = async {
@@ -772,7 +938,7 @@ where
             rewriter
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .server_bytes(&buf[..n], &mut out);
+                .server_bytes(&buf[..n], &mut out)?;
             if !out.is_empty() {
                 client_write.write_all(&out).await?;
             }
@@ -827,6 +993,10 @@ mod tests {
         msg(b'B', &[b"\0", name.as_bytes(), b"\0", &[0, 0, 0, 0, 0, 0]])
     }
 
+    fn execute() -> Vec<u8> {
+        msg(b'E', &[b"\0", &[0, 0, 0, 0]])
+    }
+
     fn sync() -> Vec<u8> {
         msg(b'S', &[])
     }
@@ -837,6 +1007,14 @@ mod tests {
 
     fn parse_complete() -> Vec<u8> {
         msg(b'1', &[])
+    }
+
+    fn bind_complete() -> Vec<u8> {
+        msg(b'2', &[])
+    }
+
+    fn command_complete(tag: &str) -> Vec<u8> {
+        msg(b'C', &[tag.as_bytes(), b"\0"])
     }
 
     /// The messages of a byte stream as (tag, body).
@@ -850,32 +1028,63 @@ mod tests {
         out
     }
 
-    fn logged_in() -> Rewriter {
-        let mut rw = Rewriter::new(8);
+    fn tags(bytes: &[u8]) -> Vec<u8> {
+        messages(bytes).iter().map(|m| m.0).collect()
+    }
+
+    fn logged_in_with(mut rw: Rewriter) -> Rewriter {
         let mut out = Vec::new();
-        rw.server_bytes(&ready(b'I'), &mut out);
+        rw.server_bytes(&ready(b'I'), &mut out).expect("login");
         assert_eq!(out, ready(b'I'));
         rw
+    }
+
+    fn logged_in() -> Rewriter {
+        logged_in_with(Rewriter::default())
+    }
+
+    /// Client bytes through `rw`; what reaches the server.
+    fn up(rw: &mut Rewriter, input: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        rw.client_bytes(&input.concat(), &mut out)
+            .expect("client bytes");
+        out
+    }
+
+    /// Server bytes through `rw`; what reaches the driver.
+    fn down(rw: &mut Rewriter, input: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        rw.server_bytes(&input.concat(), &mut out)
+            .expect("server bytes");
+        out
+    }
+
+    /// Whether `bytes` name `name` as a statement anywhere.
+    fn names(bytes: &[u8], name: &str) -> bool {
+        bytes
+            .windows(name.len() + 1)
+            .any(|w| w[..name.len()] == *name.as_bytes() && w[name.len()] == 0)
     }
 
     #[test]
     fn every_statement_name_reaches_the_server_unnamed() {
         let mut rw = logged_in();
-        let mut input = parse("sqlx_s_1", "SELECT $1");
-        input.extend(msg(b'D', &[b"Ssqlx_s_1\0"]));
-        input.extend(sync());
-        let mut out = Vec::new();
-        rw.client_bytes(&input, &mut out);
+        let out = up(
+            &mut rw,
+            &[
+                parse("sqlx_s_1", "SELECT $1"),
+                msg(b'D', &[b"Ssqlx_s_1\0"]),
+                sync(),
+            ],
+        );
         let sent = messages(&out);
         assert_eq!(sent[0], (b'P', b"\0SELECT $1\0\0\0".to_vec()));
         assert_eq!(sent[1], (b'D', b"S\0".to_vec()));
         assert_eq!(sent[2].0, b'S');
         // In a transaction ('T'), the next batch binds without a re-parse.
-        let mut back = Vec::new();
-        rw.server_bytes(&[parse_complete(), ready(b'T')].concat(), &mut back);
+        let back = down(&mut rw, &[parse_complete(), ready(b'T')]);
         assert_eq!(messages(&back).len(), 2);
-        out.clear();
-        rw.client_bytes(&[bind("sqlx_s_1"), sync()].concat(), &mut out);
+        let out = up(&mut rw, &[bind("sqlx_s_1"), sync()]);
         let sent = messages(&out);
         assert_eq!(sent.len(), 2, "{sent:?}");
         assert_eq!(sent[0], (b'B', b"\0\0\0\0\0\0\0\0".to_vec()));
@@ -885,88 +1094,266 @@ mod tests {
     #[test]
     fn a_bind_after_an_idle_ready_parses_again_and_hides_its_parse_complete() {
         let mut rw = logged_in();
-        let mut out = Vec::new();
-        rw.client_bytes(&[parse("s1", "SELECT 1"), sync()].concat(), &mut out);
-        let mut back = Vec::new();
-        rw.server_bytes(&[parse_complete(), ready(b'I')].concat(), &mut back);
+        up(&mut rw, &[parse("s1", "SELECT 1"), sync()]);
+        let back = down(&mut rw, &[parse_complete(), ready(b'I')]);
         assert_eq!(messages(&back).len(), 2);
-        out.clear();
-        rw.client_bytes(&[bind("s1"), sync()].concat(), &mut out);
+        let out = up(&mut rw, &[bind("s1"), sync()]);
         let sent = messages(&out);
         assert_eq!(sent[0], (b'P', b"\0SELECT 1\0\0\0".to_vec()));
         assert_eq!(sent[1].0, b'B');
         assert_eq!(rw.injected(), 1);
         // The added Parse's reply is dropped; BindComplete and the rest pass.
-        back.clear();
-        let bind_complete = msg(b'2', &[]);
-        rw.server_bytes(
-            &[parse_complete(), bind_complete.clone(), ready(b'I')].concat(),
-            &mut back,
-        );
-        assert_eq!(back, [bind_complete, ready(b'I')].concat());
+        let back = down(&mut rw, &[parse_complete(), bind_complete(), ready(b'I')]);
+        assert_eq!(back, [bind_complete(), ready(b'I')].concat());
     }
 
     #[test]
     fn a_nested_parse_in_between_makes_the_outer_bind_parse_again() {
         let mut rw = logged_in();
-        let mut out = Vec::new();
         // The outer statement, then one run to learn a type, then the
         // outer bind, all before any reply (pipelined).
-        rw.client_bytes(&[parse("", "SELECT $1::mytype"), sync()].concat(), &mut out);
-        rw.client_bytes(
-            &[parse("s2", "SELECT typname"), bind("s2"), sync()].concat(),
-            &mut out,
+        up(&mut rw, &[parse("", "SELECT $1::mytype"), sync()]);
+        up(
+            &mut rw,
+            &[parse("s2", "SELECT typname"), bind("s2"), sync()],
         );
-        out.clear();
-        rw.client_bytes(&[bind(""), sync()].concat(), &mut out);
+        let out = up(&mut rw, &[bind(""), sync()]);
         let sent = messages(&out);
         assert_eq!(sent[0], (b'P', b"\0SELECT $1::mytype\0\0\0".to_vec()));
         assert_eq!(rw.injected(), 1);
     }
 
     #[test]
+    fn a_simple_query_in_a_transaction_makes_the_next_bind_parse_again() {
+        let mut rw = logged_in();
+        up(&mut rw, &[parse("s1", "SELECT 1"), sync()]);
+        down(&mut rw, &[parse_complete(), ready(b'T')]);
+        // The server drops its unnamed statement at a simple query.
+        up(&mut rw, &[msg(b'Q', &[b"SELECT 2\0"])]);
+        down(&mut rw, &[command_complete("SELECT 1"), ready(b'T')]);
+        let out = up(&mut rw, &[bind("s1"), sync()]);
+        assert_eq!(tags(&out), b"PBS".to_vec());
+    }
+
+    #[test]
     fn a_batch_not_yet_answered_counts_as_idle() {
         let mut rw = logged_in();
-        let mut out = Vec::new();
-        rw.client_bytes(
-            &[parse("s1", "SELECT 1"), sync(), bind("s1"), sync()].concat(),
-            &mut out,
+        let out = up(
+            &mut rw,
+            &[parse("s1", "SELECT 1"), sync(), bind("s1"), sync()],
         );
-        let sent = messages(&out);
-        assert_eq!(
-            sent.iter().map(|m| m.0).collect::<Vec<_>>(),
-            b"PSPBS".to_vec()
-        );
+        assert_eq!(tags(&out), b"PSPBS".to_vec());
     }
 
     #[test]
     fn a_failed_parse_is_forgotten_and_close_is_unnamed() {
         let mut rw = logged_in();
-        let mut out = Vec::new();
-        rw.client_bytes(&[parse("s1", "SELEC 1"), sync()].concat(), &mut out);
-        let mut back = Vec::new();
+        up(&mut rw, &[parse("s1", "SELEC 1"), sync()]);
         let error = msg(b'E', &[b"SERROR\0\0"]);
-        rw.server_bytes(&[error.clone(), ready(b'I')].concat(), &mut back);
+        let back = down(&mut rw, &[error.clone(), ready(b'I')]);
         assert_eq!(back, [error, ready(b'I')].concat());
         assert_eq!(rw.statements.len(), 0);
-        // Unknown now: the bind keeps its name and the server refuses it.
-        out.clear();
-        rw.client_bytes(&[bind("s1"), sync()].concat(), &mut out);
-        assert_eq!(out, [bind("s1"), sync()].concat());
 
-        out.clear();
-        rw.client_bytes(
-            &[parse("s3", "SELECT 3"), msg(b'C', &[b"Ss3\0"])].concat(),
-            &mut out,
-        );
+        let out = up(&mut rw, &[parse("s3", "SELECT 3"), msg(b'C', &[b"Ss3\0"])]);
         let sent = messages(&out);
         assert_eq!(sent[1], (b'C', b"S\0".to_vec()));
         assert_eq!(rw.statements.len(), 0);
         // A portal's close is left alone.
-        out.clear();
         let portal = msg(b'C', &[b"Pp1\0"]);
-        rw.client_bytes(&portal, &mut out);
-        assert_eq!(out, portal);
+        assert_eq!(up(&mut rw, std::slice::from_ref(&portal)), portal);
+    }
+
+    #[test]
+    fn a_statement_the_relay_does_not_hold_is_never_sent_by_its_name() {
+        // Never parsed, failed, or closed: the connection fails rather than
+        // run whatever the shared server session holds under that name.
+        for before in [
+            vec![],
+            vec![parse("s1", "SELECT 1"), msg(b'C', &[b"Ss1\0"]), sync()],
+        ] {
+            for message in [bind("s1"), msg(b'D', &[b"Ss1\0"])] {
+                let mut rw = logged_in();
+                let mut out = Vec::new();
+                rw.client_bytes(&before.concat(), &mut out).expect("before");
+                out.clear();
+                let refused = rw.client_bytes(&[message, sync()].concat(), &mut out);
+                assert!(refused.is_err(), "{refused:?}");
+                assert!(!names(&out, "s1"), "{out:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn statements_past_any_count_are_kept_and_the_first_runs_as_itself() {
+        // Many more statements than any statement cache holds, each held by
+        // the driver: the first is parsed again by its body, never sent by
+        // its name.
+        let mut rw = logged_in();
+        for i in 0..300 {
+            up(
+                &mut rw,
+                &[
+                    parse(&format!("s{i}"), &format!("SELECT 'ours {i}'")),
+                    sync(),
+                ],
+            );
+            down(&mut rw, &[parse_complete(), ready(b'I')]);
+        }
+        let out = up(&mut rw, &[bind("s0"), execute(), sync()]);
+        let sent = messages(&out);
+        assert_eq!(sent[0], (b'P', b"\0SELECT 'ours 0'\0\0\0".to_vec()));
+        assert!(!names(&out, "s0"), "{sent:?}");
+    }
+
+    #[test]
+    fn past_its_limit_the_relay_fails_the_connection() {
+        let mut rw = logged_in_with(Rewriter::with_limits(3, 1 << 20));
+        let mut out = Vec::new();
+        for i in 0..3 {
+            rw.client_bytes(&parse(&format!("s{i}"), "SELECT 1"), &mut out)
+                .expect("within the limit");
+        }
+        // Replacing a held statement is no new one.
+        rw.client_bytes(&parse("s0", "SELECT 2"), &mut out)
+            .expect("replaced");
+        // Closed ones no longer count.
+        rw.client_bytes(&msg(b'C', &[b"Ss0\0"]), &mut out)
+            .expect("closed");
+        rw.client_bytes(&parse("s3", "SELECT 1"), &mut out)
+            .expect("room again");
+        assert!(rw.client_bytes(&parse("s4", "SELECT 1"), &mut out).is_err());
+        let mut by_bytes = logged_in_with(Rewriter::with_limits(100, 64));
+        let long = "x".repeat(80);
+        assert!(by_bytes
+            .client_bytes(&parse("s0", &long), &mut out)
+            .is_err());
+    }
+
+    #[test]
+    fn a_copy_in_with_its_ignored_sync_keeps_the_batches_in_step() {
+        let mut rw = logged_in();
+        // tokio-postgres's copy_in: Bind/Execute/Sync, then the data,
+        // CopyDone/Sync. The server ignores the first Sync (it is in
+        // copy-in mode) and answers the two with one ReadyForQuery.
+        up(&mut rw, &[parse("s0", "COPY t FROM STDIN"), sync()]);
+        down(&mut rw, &[parse_complete(), ready(b'I')]);
+        let out = up(&mut rw, &[bind("s0"), execute(), sync()]);
+        assert_eq!(tags(&out), b"PBES".to_vec());
+        let copy_in = msg(b'G', &[&[0, 0, 0]]);
+        let back = down(
+            &mut rw,
+            &[parse_complete(), bind_complete(), copy_in.clone()],
+        );
+        assert_eq!(back, [bind_complete(), copy_in].concat());
+        up(
+            &mut rw,
+            &[
+                msg(b'd', &[b"1\n"]),
+                msg(b'd', &[b"2\n"]),
+                msg(b'c', &[]),
+                sync(),
+            ],
+        );
+        down(&mut rw, &[command_complete("COPY 2"), ready(b'I')]);
+        assert_eq!(rw.batches_sent, rw.batches_answered);
+        // The connection goes on: a new statement and a cached one, each
+        // answered and placed.
+        up(&mut rw, &[parse("s1", "SELECT 1"), sync()]);
+        let back = down(&mut rw, &[parse_complete(), ready(b'I')]);
+        assert_eq!(tags(&back), b"1Z".to_vec());
+        let out = up(&mut rw, &[bind("s1"), execute(), sync()]);
+        assert_eq!(tags(&out), b"PBES".to_vec());
+        let back = down(
+            &mut rw,
+            &[
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                ready(b'I'),
+            ],
+        );
+        assert_eq!(tags(&back), b"2CZ".to_vec());
+        assert_eq!(rw.batches_sent, rw.batches_answered);
+    }
+
+    #[test]
+    fn a_failed_copy_in_keeps_the_batches_in_step_too() {
+        let mut rw = logged_in();
+        up(
+            &mut rw,
+            &[parse("", "COPY t FROM STDIN"), bind(""), execute(), sync()],
+        );
+        down(
+            &mut rw,
+            &[parse_complete(), bind_complete(), msg(b'G', &[&[0, 0, 0]])],
+        );
+        up(
+            &mut rw,
+            &[msg(b'd', &[b"x\n"]), msg(b'f', &[b"gave up\0"]), sync()],
+        );
+        let error = msg(b'E', &[b"SERROR\0\0"]);
+        down(&mut rw, &[error, ready(b'I')]);
+        assert_eq!(rw.batches_sent, rw.batches_answered);
+        up(&mut rw, &[parse("s9", "SELECT 9"), sync()]);
+        assert_eq!(
+            tags(&down(&mut rw, &[parse_complete(), ready(b'I')])),
+            b"1Z".to_vec()
+        );
+    }
+
+    #[test]
+    fn replies_it_cannot_place_fail_the_connection() {
+        let mut rw = logged_in();
+        let mut out = Vec::new();
+        assert!(
+            rw.server_bytes(&ready(b'I'), &mut out).is_err(),
+            "no batch sent"
+        );
+        let mut rw = logged_in();
+        assert!(
+            rw.server_bytes(&parse_complete(), &mut out).is_err(),
+            "no Parse sent"
+        );
+        let mut rw = logged_in();
+        up(&mut rw, &[parse("s1", "SELECT 1"), sync()]);
+        down(&mut rw, &[parse_complete()]);
+        assert!(
+            rw.server_bytes(&parse_complete(), &mut out).is_err(),
+            "one Parse, two replies"
+        );
+    }
+
+    #[test]
+    fn an_error_mid_pipeline_forgets_the_parses_the_server_skipped() {
+        let mut rw = logged_in();
+        // Three batches at once; the second fails at its first message.
+        up(
+            &mut rw,
+            &[
+                parse("a", "SELECT 1"),
+                sync(),
+                parse("b", "SELEC 2"),
+                parse("c", "SELECT 3"),
+                sync(),
+                parse("d", "SELECT 4"),
+                sync(),
+            ],
+        );
+        let error = msg(b'E', &[b"SERROR\0\0"]);
+        let back = down(
+            &mut rw,
+            &[
+                parse_complete(),
+                ready(b'I'),
+                error,
+                ready(b'I'),
+                parse_complete(),
+                ready(b'I'),
+            ],
+        );
+        assert_eq!(tags(&back), b"1ZEZ1Z".to_vec());
+        assert!(rw.statements.get(b"a").is_some() && rw.statements.get(b"d").is_some());
+        assert!(rw.statements.get(b"b").is_none() && rw.statements.get(b"c").is_none());
     }
 
     #[test]
@@ -976,41 +1363,75 @@ mod tests {
             msg(b'D', &[b"Ssqlx_s_7\0"]),
             sync(),
             bind("sqlx_s_7"),
-            msg(b'E', &[b"\0", &[0, 0, 0, 0]]),
+            execute(),
             sync(),
         ]
         .concat();
+        let replies = [
+            parse_complete(),
+            msg(b't', &[&[0, 1, 0, 0, 0, 23]]),
+            msg(b'T', &[&[0, 0]]),
+            ready(b'I'),
+            parse_complete(),
+            bind_complete(),
+            msg(b'D', &[&[0, 1, 0, 0, 0, 1], b"7"]),
+            command_complete("SELECT 1"),
+            ready(b'I'),
+        ]
+        .concat();
+        let mut rw = logged_in();
         let mut whole = Vec::new();
-        logged_in().client_bytes(&input, &mut whole);
-        for cut in 1..input.len() {
+        rw.client_bytes(&input, &mut whole).expect("whole");
+        let mut whole_back = Vec::new();
+        rw.server_bytes(&replies, &mut whole_back).expect("whole");
+        for cut in 1..input.len().max(replies.len()) {
             let mut rw = logged_in();
             let mut out = Vec::new();
-            rw.client_bytes(&input[..cut], &mut out);
-            rw.client_bytes(&input[cut..], &mut out);
+            let at = cut.min(input.len());
+            rw.client_bytes(&input[..at], &mut out).expect("first part");
+            rw.client_bytes(&input[at..], &mut out)
+                .expect("second part");
             assert_eq!(out, whole, "cut at {cut}");
+            let mut back = Vec::new();
+            let at = cut.min(replies.len());
+            rw.server_bytes(&replies[..at], &mut back)
+                .expect("first part");
+            rw.server_bytes(&replies[at..], &mut back)
+                .expect("second part");
+            assert_eq!(back, whole_back, "cut at {cut}");
         }
     }
 
     #[test]
-    fn the_store_is_bounded() {
-        let mut rw = Rewriter::new(2);
+    fn rows_and_copy_data_stream_through_unbuffered() {
+        let mut rw = logged_in();
+        up(&mut rw, &[msg(b'Q', &[b"SELECT big\0"])]);
+        let row = msg(b'D', &[&[0, 1, 0, 1, 0, 0], &vec![b'x'; 65_536]]);
         let mut out = Vec::new();
-        for i in 0..10 {
-            rw.client_bytes(&parse(&format!("s{i}"), "SELECT 1"), &mut out);
-        }
-        assert_eq!(rw.statements.len(), 2);
+        // Half a row goes on to the driver at once.
+        rw.server_bytes(&row[..30_000], &mut out).expect("half");
+        assert_eq!(out, row[..30_000]);
+        rw.server_bytes(&row[30_000..], &mut out).expect("rest");
+        assert_eq!(out, row);
+        let data = msg(b'd', &[&vec![b'y'; 65_536]]);
+        let mut sent = Vec::new();
+        rw.client_bytes(&data[..10], &mut sent).expect("part");
+        assert_eq!(sent, data[..10]);
     }
 
     #[test]
-    fn a_broken_length_passes_everything_through() {
+    fn a_broken_length_fails_the_connection() {
         let mut rw = logged_in();
         let mut out = Vec::new();
-        let input = [b'P', 0, 0, 0, 1, 9, 9];
-        rw.client_bytes(&input, &mut out);
-        assert_eq!(out, input);
-        out.clear();
-        let more = parse("s1", "SELECT 1");
-        rw.client_bytes(&more, &mut out);
-        assert_eq!(out, more);
+        assert!(rw
+            .client_bytes(&[b'P', 0, 0, 0, 1, 9, 9], &mut out)
+            .is_err());
+        let mut rw = logged_in();
+        assert!(rw
+            .server_bytes(&[b'D', 0xff, 0xff, 0xff, 0xff], &mut out)
+            .is_err());
+        let mut rw = logged_in();
+        let bad_bind = msg(b'B', &[b"\0no-nul-after-the-name"]);
+        assert!(rw.client_bytes(&bad_bind, &mut out).is_err());
     }
 }

@@ -1,7 +1,8 @@
-//! `PoolerMode::Transaction` behind a real PgBouncer in transaction mode:
-//! the test starts `pgbouncer` on a free loopback port in front of
-//! `DATABASE_URL`'s server, with 2 server connections shared by a pool of
-//! 8 and 32 tasks. With the pooler mode on, parameterised queries all
+//! `PoolerMode::Transaction` with `PoolerStatements::Unnamed` behind a real
+//! PgBouncer in transaction mode (1.18 in CI, which keeps no named
+//! statement): the test starts `pgbouncer` on a free loopback port in front
+//! of `DATABASE_URL`'s server, with 2 server connections shared by a pool of
+//! 8 and 32 tasks. With unnamed statements, parameterised queries all
 //! succeed through every path (text through the pooled client, statements
 //! from `prepare` and `prepare_cached`, tokio-postgres's own `Client`,
 //! transactions from `transaction()` and `build_transaction()`), and a mixed
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use pool_core::managers::fleet::FleetBudgetConfigError;
 use pool_core::managers::tokio_postgres::{PgConfigError, PgError, PostgresManager, ResetMode};
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode, PoolerStatements};
 use tokio_postgres::NoTls;
 
 /// The tests that open relayed connections, one at a time: they count the
@@ -166,7 +167,8 @@ async fn transaction_pooler_mode_works_behind_pgbouncer() {
         .expect("DATABASE_URL");
     let bouncer = start_bouncer(&upstream);
     let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_on"), NoTls)
-        .pooler_mode(PoolerMode::Transaction);
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::Unnamed);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
 
     let errors = load(&pool).await;
@@ -234,7 +236,8 @@ async fn session_state_through_the_pooled_client_is_warned_about() {
         .expect("DATABASE_URL");
     let bouncer = start_bouncer(&upstream);
     let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_warn"), NoTls)
-        .pooler_mode(PoolerMode::Transaction);
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::Unnamed);
     let conn = manager.connect().await.expect("connect through PgBouncer");
 
     let (log, _guard) = crate::support::logs::capture();
@@ -303,6 +306,32 @@ async fn session_resets_and_fleet_budgets_are_refused_behind_a_pooler() {
             "{text}"
         );
     }
+    // Unnamed statements are for transaction mode only, in whichever
+    // order the two are set.
+    for unnamed in [
+        PostgresManager::new(pg.clone(), NoTls).pooler_statements(PoolerStatements::Unnamed),
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_statements(PoolerStatements::Unnamed)
+            .pooler_mode(PoolerMode::Transaction)
+            .pooler_mode(PoolerMode::Session),
+    ] {
+        assert_eq!(
+            unnamed.validate(),
+            Err(PgConfigError::UnnamedOutsideTransactionMode)
+        );
+        let text = unnamed.validate().expect_err("refused").to_string();
+        assert!(
+            text.contains("pooler_statements") && text.contains("pooler_mode"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        PostgresManager::new(pg.clone(), NoTls)
+            .pooler_statements(PoolerStatements::Unnamed)
+            .pooler_mode(PoolerMode::Transaction)
+            .validate(),
+        Ok(())
+    );
     let bad = PostgresManager::new(pg.clone(), NoTls).fleet_budget("", 10);
     assert_eq!(
         bad.validate(),
@@ -362,7 +391,9 @@ async fn transaction_pooler_mode_leaves_no_named_statement_on_the_server() {
     let pg: tokio_postgres::Config = crate::support::db::url("DATABASE_URL")
         .parse()
         .expect("DATABASE_URL");
-    let manager = PostgresManager::new(pg, NoTls).pooler_mode(PoolerMode::Transaction);
+    let manager = PostgresManager::new(pg, NoTls)
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::Unnamed);
     let mut conn = manager.connect().await.expect("connect");
     let prepared = |rows: Vec<tokio_postgres::Row>| rows[0].get::<_, i64>(0);
     const COUNT: &str = "SELECT count(*) FROM pg_prepared_statements";
@@ -584,7 +615,8 @@ async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
         .expect("DATABASE_URL");
     let bouncer = start_bouncer(&upstream);
     let manager = PostgresManager::new(bounced_config(&bouncer, "pc_bouncer_paths"), NoTls)
-        .pooler_mode(PoolerMode::Transaction);
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::Unnamed);
     let pool = Pool::new(manager, pool_config()).await.expect("pool");
     for path in PATHS {
         let errors = load_paths(&pool, 16, 30, move |_, _| path).await;
@@ -627,4 +659,505 @@ async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
         errors.first()
     );
     pool.close().await;
+}
+
+/// The name the driver gave `statement` (its `Debug` shows it).
+fn statement_name(statement: &tokio_postgres::Statement) -> String {
+    let debug = format!("{statement:?}");
+    let start = debug.find("name: \"").expect("a name in the Debug output") + 7;
+    let len = debug[start..].find('"').expect("the name's end");
+    debug[start..start + len].to_owned()
+}
+
+/// PgBouncer in front of `upstream` with `servers` server connections
+/// and `more` settings lines.
+fn start_bouncer_with(upstream: &tokio_postgres::Config, servers: u32, more: &str) -> Bouncer {
+    let host = match upstream.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => panic!("DATABASE_URL must name a TCP host for the PgBouncer test"),
+    };
+    let user = upstream.get_user().unwrap_or("postgres");
+    let upstream = Upstream {
+        host: &host,
+        port: upstream.get_ports().first().copied().unwrap_or(5432),
+        dbname: upstream.get_dbname().unwrap_or(user),
+        user,
+    };
+    Bouncer::start(
+        upstream,
+        &format!(
+            "default_pool_size = {servers}\n\
+             min_pool_size = 0\n\
+             reserve_pool_size = 0\n\
+             max_client_conn = 200\n\
+             server_reset_query =\n\
+             {more}"
+        ),
+    )
+}
+
+fn database_config() -> tokio_postgres::Config {
+    crate::support::db::url("DATABASE_URL")
+        .parse()
+        .expect("DATABASE_URL")
+}
+
+/// A manager for `config` with unnamed statements behind a transaction
+/// pooler.
+fn unnamed(config: tokio_postgres::Config) -> PostgresManager<NoTls> {
+    PostgresManager::new(config, NoTls)
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::Unnamed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn a_held_statement_never_runs_another_clients_statement_of_its_name() {
+    let _one = RELAYS.lock().await;
+    // One server connection, which every client of the pooler shares.
+    let bouncer = start_bouncer_with(&database_config(), 1, "");
+    let manager = unnamed(bounced_config(&bouncer, "pc_relay_names")).statement_cache_capacity(0);
+    let conn = manager.connect().await.expect("connect through PgBouncer");
+    let ours = conn.prepare("SELECT 'ours 0'").await.expect("prepare");
+    // Many more statements held than any statement cache keeps.
+    let mut held = Vec::new();
+    for i in 1..=300 {
+        held.push(
+            conn.prepare(&format!("SELECT 'ours {i}'"))
+                .await
+                .expect("prepare"),
+        );
+    }
+    // Another client of the pooler leaves a statement of the same name on
+    // the shared server connection.
+    let (other, connection) = bounced_config(&bouncer, "pc_relay_other")
+        .connect(NoTls)
+        .await
+        .expect("another client");
+    let driver = tokio::spawn(connection);
+    other
+        .batch_execute(&format!(
+            "PREPARE {} AS SELECT 'theirs'",
+            statement_name(&ours)
+        ))
+        .await
+        .expect("PREPARE");
+    let got: String = conn.query_one(&ours, &[]).await.expect("run").get(0);
+    assert_eq!(got, "ours 0", "our statement ran another client's");
+    let last: String = conn.query_one(&held[299], &[]).await.expect("run").get(0);
+    assert_eq!(last, "ours 300");
+    drop((ours, held, conn, other));
+    let _ = driver.await;
+    relays_end().await;
+}
+
+/// Rows of `relay_copy` written by `copy_in`, read back by `copy_out`.
+const COPY_ROWS: &[u8] = b"1\tone\n2\ttwo\n3\tthree\n";
+
+/// In one transaction of `conn`: a temporary table, `copy_in` into it,
+/// `copy_out` of it, then prepared statements and text queries.
+async fn copy_round(conn: &mut pool_core::managers::tokio_postgres::PgClient) {
+    use futures::{SinkExt, TryStreamExt};
+    let tx = conn.transaction().await.expect("begin");
+    tx.batch_execute("CREATE TEMP TABLE relay_copy (n int4, s text) ON COMMIT DROP")
+        .await
+        .expect("create");
+    let sink = tx
+        .copy_in::<_, &'static [u8]>("COPY relay_copy FROM STDIN")
+        .await
+        .expect("copy_in");
+    let mut sink = std::pin::pin!(sink);
+    sink.send(&COPY_ROWS[..7]).await.expect("send");
+    sink.send(&COPY_ROWS[7..]).await.expect("send");
+    let copied = sink.finish().await.expect("finish");
+    assert_eq!(copied, 3);
+    let n: i64 = tx
+        .query_one("SELECT count(*) FROM relay_copy WHERE n > $1", &[&0_i32])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 3);
+    let out: Vec<_> = tx
+        .copy_out("COPY relay_copy TO STDOUT")
+        .await
+        .expect("copy_out")
+        .try_collect()
+        .await
+        .expect("copy data");
+    let out: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
+    assert_eq!(out, COPY_ROWS);
+    tx.commit().await.expect("commit");
+}
+
+/// Statements and text queries on `conn`, all of which must succeed.
+async fn statements_work(conn: &pool_core::managers::tokio_postgres::PgClient, round: i32) {
+    let statement = conn.prepare("SELECT $1::int4 + 1").await.expect("prepare");
+    let v: i32 = conn
+        .query_one(&statement, &[&round])
+        .await
+        .expect("run a prepared statement")
+        .get(0);
+    assert_eq!(v, round + 1);
+    let v: i32 = conn
+        .query_one("SELECT $1::int4 * 2", &[&round])
+        .await
+        .expect("a text query")
+        .get(0);
+    assert_eq!(v, round * 2);
+    let cached = conn
+        .prepare_cached("SELECT $1::int4 - 1")
+        .await
+        .expect("prepare_cached");
+    let v: i32 = conn
+        .query_one(&cached, &[&round])
+        .await
+        .expect("run a cached statement")
+        .get(0);
+    assert_eq!(v, round - 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn copy_in_and_out_leave_the_connection_usable_behind_pgbouncer() {
+    let _one = RELAYS.lock().await;
+    let bouncer = start_bouncer(&database_config());
+    let manager = unnamed(bounced_config(&bouncer, "pc_relay_copy"));
+    // One connection: the next caller gets the one that copied.
+    let pool = Pool::new(
+        manager,
+        crate::support::db::pool_config(1, 0, Duration::from_secs(10)),
+    )
+    .await
+    .expect("pool");
+    for round in 0..3 {
+        let mut conn = pool.get().await.expect("get");
+        copy_round(&mut conn).await;
+        statements_work(&conn, round).await;
+        drop(conn);
+        let conn = pool.get().await.expect("get again");
+        statements_work(&conn, round + 10).await;
+    }
+    pool.close().await;
+    relays_end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn pipelines_with_an_error_in_the_middle_run_behind_pgbouncer() {
+    let _one = RELAYS.lock().await;
+    let bouncer = start_bouncer(&database_config());
+    let conn = unnamed(bounced_config(&bouncer, "pc_relay_pipeline"))
+        .connect()
+        .await
+        .expect("connect");
+    let double = conn.prepare("SELECT $1::int4 * 2").await.expect("prepare");
+    let divide = conn.prepare("SELECT 10 / $1::int4").await.expect("prepare");
+    // The pooled client learns a text query's parameter types in a
+    // transaction of its own the first time: outside the pipeline, where
+    // another query's error would end that transaction.
+    conn.query_one("SELECT $1::int4 * 2", &[&0_i32])
+        .await
+        .expect("describe");
+    for round in 0..20_i32 {
+        // Sixteen queries written before any reply is read, the driver's
+        // own and the pooled client's text, one dividing by zero.
+        let queries = (0..16_i32).map(|i| {
+            let (conn, double, divide) = (&conn, &double, &divide);
+            async move {
+                let row = match i {
+                    5 => conn.client().query_one(divide, &[&0_i32]).await,
+                    i if i % 3 == 0 => conn.query_one("SELECT $1::int4 * 2", &[&(round + i)]).await,
+                    _ => conn.client().query_one(double, &[&(round + i)]).await,
+                };
+                (i, row.map(|row| row.get::<_, i32>(0)))
+            }
+        });
+        for (i, got) in futures::future::join_all(queries).await {
+            if i == 5 {
+                let err = got.expect_err("division by zero");
+                assert_eq!(
+                    err.code(),
+                    Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO),
+                    "{err}"
+                );
+            } else {
+                assert_eq!(got.expect("query"), (round + i) * 2, "query {i}");
+            }
+        }
+    }
+    assert!(!conn.is_closed());
+    drop((double, divide, conn));
+    relays_end().await;
+}
+
+/// The query paths with named statements passed through, on `pool`: each
+/// path alone, then the mixed load (32 tasks, one in five in a
+/// transaction). No relay runs.
+async fn pass_through_paths(pool: &Pool<PostgresManager<NoTls>>) {
+    for path in PATHS {
+        let errors = load_paths(pool, 8, 10, move |_, _| path).await;
+        assert!(
+            errors.is_empty(),
+            "{path:?}: {} of 80 failed, first: {:?}",
+            errors.len(),
+            errors.first()
+        );
+    }
+    let errors = load_paths(pool, 32, 20, |task, i| match (task + i) % 10 {
+        0 => Path::Transaction,
+        5 => Path::BuildTransaction,
+        1 | 6 => Path::Prepared,
+        2 | 7 => Path::Cached,
+        3 => Path::Client,
+        _ => Path::Text,
+    })
+    .await;
+    assert!(
+        errors.is_empty(),
+        "mixed: {} of 640 failed, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let conn = pool.get().await.expect("get");
+    assert!(!conn.is_relayed());
+    assert_eq!(conn.pooler_mode(), PoolerMode::Transaction);
+    let mut conn = conn;
+    copy_round(&mut conn).await;
+    statements_work(&conn, 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+async fn passed_through_statements_take_the_direct_path() {
+    let _one = RELAYS.lock().await;
+    // Directly on the server: the driver's named statements reach it as
+    // they are (the session holds them), through no relay.
+    let manager =
+        PostgresManager::new(database_config(), NoTls).pooler_mode(PoolerMode::Transaction);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+    assert_eq!(pool_core::managers::open_relays(), 0);
+    pass_through_paths(&pool).await;
+    let conn = pool.get().await.expect("get");
+    let cached = conn.prepare_cached("SELECT $1::int4").await.expect("cache");
+    let named: i64 = conn
+        .query_one(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name = $1",
+            &[&statement_name(&cached)],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(named, 1, "the statement reached the server by its name");
+    assert_eq!(conn.statement_cache_stats().capacity, 256);
+    drop((cached, conn));
+    pool.close().await;
+
+    // Behind PgBouncer in session mode: the same.
+    let bouncer = start_bouncer_with(&database_config(), POOL + 2, "pool_mode = session\n");
+    let manager = PostgresManager::new(bounced_config(&bouncer, "pc_pass_session"), NoTls)
+        .pooler_mode(PoolerMode::Transaction)
+        .pooler_statements(PoolerStatements::PassThrough);
+    let pool = Pool::new(manager, pool_config()).await.expect("pool");
+    assert_eq!(pool_core::managers::open_relays(), 0);
+    pass_through_paths(&pool).await;
+    pool.close().await;
+}
+
+/// The differential test's workload: what one step does on a connection.
+#[derive(Debug, Clone)]
+enum Op {
+    /// `prepare(DIFF_SQL[sql])` into `slot` (dropping, so closing, what
+    /// was there).
+    Prepare { slot: usize, sql: usize },
+    /// The driver's own query of the statement in `slot`, if any.
+    Run { slot: usize, arg: i32 },
+    /// Drops the statement in `slot`: the driver closes it.
+    Close { slot: usize },
+    /// The pooled client's query of a text.
+    Text { sql: usize, arg: i32 },
+    /// The statements in these slots run with these arguments, all written
+    /// before any reply is read.
+    Pipeline(Vec<(usize, i32)>),
+    /// `COPY pc_diff FROM STDIN` of these values.
+    CopyIn(Vec<i32>),
+    /// `COPY pc_diff TO STDOUT`.
+    CopyOut,
+    /// A `Parse` the server refuses.
+    BadParse,
+    /// `BEGIN`, `COMMIT` or `ROLLBACK` as text.
+    Tx(&'static str),
+}
+
+/// Each takes one `int4` parameter; the second fails on 0.
+const DIFF_SQL: [&str; 5] = [
+    "SELECT $1::int4 + 1",
+    "SELECT 10 / $1::int4",
+    "SELECT n FROM pc_diff WHERE n > $1::int4 ORDER BY n",
+    "SELECT count(*)::int4 FROM pc_diff WHERE n <> $1::int4",
+    "INSERT INTO pc_diff VALUES ($1::int4) RETURNING n",
+];
+
+const SLOTS: usize = 4;
+
+fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    let arg = -2_i32..5;
+    prop_oneof![
+        3 => (0..SLOTS, 0..DIFF_SQL.len()).prop_map(|(slot, sql)| Op::Prepare { slot, sql }),
+        4 => (0..SLOTS, arg.clone()).prop_map(|(slot, arg)| Op::Run { slot, arg }),
+        1 => (0..SLOTS).prop_map(|slot| Op::Close { slot }),
+        2 => (0..DIFF_SQL.len(), arg.clone()).prop_map(|(sql, arg)| Op::Text { sql, arg }),
+        2 => proptest::collection::vec((0..SLOTS, arg.clone()), 1..6).prop_map(Op::Pipeline),
+        1 => proptest::collection::vec(arg, 0..5).prop_map(Op::CopyIn),
+        1 => Just(Op::CopyOut),
+        1 => Just(Op::BadParse),
+        1 => prop_oneof![Just("BEGIN"), Just("COMMIT"), Just("ROLLBACK")].prop_map(Op::Tx),
+    ]
+}
+
+/// A query's outcome as text: its rows' first values, or its SQLSTATE.
+fn outcome(result: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>) -> String {
+    match result {
+        Ok(rows) => rows
+            .iter()
+            .map(|row| row.get::<_, i32>(0).to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        Err(e) => format!("E:{}", e.code().map_or("none", |c| c.code())),
+    }
+}
+
+/// Runs `ops` on a fresh connection of `manager`; every step's outcome.
+async fn run_ops(manager: &PostgresManager<NoTls>, ops: &[Op]) -> Vec<String> {
+    use futures::{SinkExt, TryStreamExt};
+    let conn = manager.connect().await.expect("connect");
+    conn.batch_execute("CREATE TEMP TABLE pc_diff (n int4)")
+        .await
+        .expect("create the temporary table");
+    let mut slots: Vec<Option<tokio_postgres::Statement>> = vec![None; SLOTS];
+    let mut seen = Vec::new();
+    for op in ops {
+        let got = match op {
+            Op::Prepare { slot, sql } => match conn.prepare(DIFF_SQL[*sql]).await {
+                Ok(statement) => {
+                    slots[*slot] = Some(statement);
+                    "prepared".to_owned()
+                }
+                Err(e) => outcome(Err(e)),
+            },
+            Op::Run { slot, arg } => match &slots[*slot] {
+                Some(statement) => outcome(conn.client().query(statement, &[arg]).await),
+                None => "empty".to_owned(),
+            },
+            Op::Close { slot } => {
+                slots[*slot] = None;
+                "closed".to_owned()
+            }
+            Op::Text { sql, arg } => outcome(conn.query(DIFF_SQL[*sql], &[arg]).await),
+            Op::Pipeline(steps) => {
+                let queries = steps.iter().map(|(slot, arg)| {
+                    let statement = slots[*slot].clone();
+                    let conn = &conn;
+                    async move {
+                        match statement {
+                            Some(statement) => {
+                                outcome(conn.client().query(&statement, &[arg]).await)
+                            }
+                            None => "empty".to_owned(),
+                        }
+                    }
+                });
+                futures::future::join_all(queries).await.join(";")
+            }
+            Op::CopyIn(values) => {
+                let copied = async {
+                    let sink = conn
+                        .client()
+                        .copy_in::<_, std::io::Cursor<Vec<u8>>>("COPY pc_diff FROM STDIN")
+                        .await?;
+                    let mut sink = std::pin::pin!(sink);
+                    let data: String = values.iter().map(|v| format!("{v}\n")).collect();
+                    sink.send(std::io::Cursor::new(data.into_bytes())).await?;
+                    sink.finish().await
+                }
+                .await;
+                match copied {
+                    Ok(n) => format!("copied {n}"),
+                    Err(e) => outcome(Err(e)),
+                }
+            }
+            Op::CopyOut => {
+                let out = async {
+                    let chunks: Vec<_> = conn
+                        .client()
+                        .copy_out("COPY pc_diff TO STDOUT")
+                        .await?
+                        .try_collect()
+                        .await?;
+                    Ok::<_, tokio_postgres::Error>(
+                        chunks
+                            .iter()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .collect::<String>(),
+                    )
+                }
+                .await;
+                match out {
+                    Ok(text) => text,
+                    Err(e) => outcome(Err(e)),
+                }
+            }
+            Op::BadParse => match conn.prepare("SELEC $1::int4").await {
+                Ok(_) => "parsed".to_owned(),
+                Err(e) => outcome(Err(e)),
+            },
+            Op::Tx(sql) => match conn.batch_execute(sql).await {
+                Ok(()) => (*sql).to_owned(),
+                Err(e) => outcome(Err(e)),
+            },
+        };
+        seen.push(got);
+    }
+    drop(slots);
+    assert!(!conn.is_closed(), "the connection failed: {seen:?}");
+    seen
+}
+
+#[test]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+fn the_relay_gives_the_same_results_as_a_direct_connection() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let _one = RELAYS.blocking_lock();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let direct = PostgresManager::new(database_config(), NoTls);
+    let relayed = unnamed(database_config());
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let workload = proptest::collection::vec(op_strategy(), 1..40);
+    runner
+        .run(&workload, |ops| {
+            let (want, got) = runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(60), async {
+                    (run_ops(&direct, &ops).await, run_ops(&relayed, &ops).await)
+                })
+                .await
+                .expect("a case ran past 60 s")
+            });
+            if want == got {
+                Ok(())
+            } else {
+                Err(TestCaseError::fail(format!(
+                    "direct {want:?}\nrelayed {got:?}"
+                )))
+            }
+        })
+        .expect("the relay changed a result");
+    runtime.block_on(relays_end());
 }

@@ -1,13 +1,17 @@
-//! `SqlxManager<PgConnection>::pooler_mode(PoolerMode::Transaction)` behind a
-//! real PgBouncer in transaction mode, started by the test on a free
-//! loopback port in front of `DATABASE_URL`'s server: 2 server connections
-//! shared by a pool of 8. Parameterised queries, as sqlx runs them by
+//! `SqlxManager<PgConnection>::pooler_mode(PoolerMode::Transaction)` with
+//! `pooler_statements(PoolerStatements::Unnamed)` behind a real PgBouncer
+//! in transaction mode (1.18 in CI, which keeps no named statement),
+//! started by the test on a free loopback port in front of `DATABASE_URL`'s
+//! server: 2 server connections shared by a pool of 8. Parameterised queries, as sqlx runs them by
 //! default (persistent, cached), through every path: `&pool`, `&mut *conn`,
 //! `&mut *tx` from `pool.begin()` and from sqlx's `conn.begin()`, and a
 //! statement from `prepare`; then a mixed load of 32 tasks, one query in
 //! five inside a transaction. All succeed; without the mode, the same
 //! queries fail on named prepared statements. Directly on the server, the
-//! mode leaves no named statement in `pg_prepared_statements`.
+//! mode leaves no named statement in `pg_prepared_statements`; COPY in and
+//! out leave the connection usable. With statements passed through (the
+//! default of transaction mode), every path runs on the direct path,
+//! directly and behind PgBouncer in session mode.
 //!
 //! `PGBOUNCER` overrides the binary (default `/usr/sbin/pgbouncer`).
 #![cfg(feature = "sqlx-postgres")]
@@ -17,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::support::db::bounded;
 use crate::support::pgbouncer::{Bouncer, Upstream};
 use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig, PoolerMode};
+use pool_core::{Pool, PoolConfig, PoolerMode, PoolerStatements};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{Connection, Executor, Row, Statement};
 
@@ -150,6 +154,11 @@ fn manager(url: &str, mode: PoolerMode) -> SqlxManager<PgConnection> {
         .pooler_mode(mode)
 }
 
+/// Transaction mode with unnamed statements: through the relay.
+fn unnamed(url: &str) -> SqlxManager<PgConnection> {
+    manager(url, PoolerMode::Transaction).pooler_statements(PoolerStatements::Unnamed)
+}
+
 async fn pool_of(manager: SqlxManager<PgConnection>, size: u32) -> Pool<SqlxManager<PgConnection>> {
     let config = crate::support::db::pool_config(size, 0, Duration::from_secs(20));
     Pool::new(manager, config)
@@ -185,7 +194,7 @@ async fn transaction_pooler_mode_runs_every_path_behind_pgbouncer() {
     let upstream: PgConnectOptions = database_url().parse().expect("DATABASE_URL parses");
     let bouncer = start_bouncer(&upstream);
     bounded(async {
-        let pool = pool_of(manager(&bouncer.url(), PoolerMode::Transaction), 8).await;
+        let pool = pool_of(unnamed(&bouncer.url()), 8).await;
         assert!(pool_core::managers::open_relays() >= 1);
         for path in PATHS {
             let (failed, last) = load(&pool, 16, 30, move |_, _| path).await;
@@ -243,10 +252,17 @@ async fn transaction_pooler_mode_names_no_statement_on_the_server() {
     let url = database_url();
     bounded(async {
         for (mode, named) in [
-            (PoolerMode::Transaction, false),
-            (PoolerMode::Session, true),
+            (Some(PoolerStatements::Unnamed), false),
+            (Some(PoolerStatements::PassThrough), true),
+            (None, true),
         ] {
-            let pool = pool_of(manager(&url, mode), 2).await;
+            let manager = match mode {
+                Some(statements) => {
+                    manager(&url, PoolerMode::Transaction).pooler_statements(statements)
+                }
+                None => manager(&url, PoolerMode::Session),
+            };
+            let pool = pool_of(manager, 2).await;
             for path in PATHS {
                 assert_eq!(one(&pool, path, 2, 3).await.expect("query"), 5, "{path:?}");
             }
@@ -286,8 +302,9 @@ async fn a_relay_whose_connect_fails_ends_with_it() {
         // relay, the error is the server's, and the relay ends.
         let mut options: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
         options = options.database("pool_core_no_such_database");
-        let manager =
-            SqlxManager::<PgConnection>::new(options).pooler_mode(PoolerMode::Transaction);
+        let manager = SqlxManager::<PgConnection>::new(options)
+            .pooler_mode(PoolerMode::Transaction)
+            .pooler_statements(PoolerStatements::Unnamed);
         let config = PoolConfig::builder().max_size(1).build().unwrap();
         match Pool::new(manager, config).await {
             Err(pool_core::PoolError::Backend(sqlx::Error::Database(e))) => {
@@ -299,15 +316,128 @@ async fn a_relay_whose_connect_fails_ends_with_it() {
         relays_end().await;
 
         // A pooler that is not there: the I/O error, before any relay.
-        let manager = SqlxManager::<PgConnection>::from_url("postgres://app@127.0.0.1:1/app")
-            .unwrap()
-            .pooler_mode(PoolerMode::Transaction);
+        let manager = unnamed("postgres://app@127.0.0.1:1/app");
         let config = PoolConfig::builder().max_size(1).build().unwrap();
         assert!(matches!(
             Pool::new(manager, config).await,
             Err(pool_core::PoolError::Backend(sqlx::Error::Io(_)))
         ));
         assert_eq!(pool_core::managers::open_relays(), 0);
+    })
+    .await;
+}
+
+/// Rows of `relay_copy` written by `COPY FROM STDIN`, read back by `COPY TO
+/// STDOUT`.
+const COPY_ROWS: &[u8] = b"1\tone\n2\ttwo\n3\tthree\n";
+
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_and_out_leave_the_connection_usable_behind_pgbouncer() {
+    use futures::TryStreamExt;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let upstream: PgConnectOptions = database_url().parse().expect("DATABASE_URL parses");
+    let bouncer = start_bouncer(&upstream);
+    bounded(async {
+        // One connection: every query after a copy runs on the one that
+        // copied.
+        let pool = pool_of(unnamed(&bouncer.url()), 1).await;
+        for round in 0..3 {
+            let mut conn = pool.get().await.expect("get");
+            let mut tx = conn.begin().await.expect("begin");
+            sqlx::raw_sql("CREATE TEMP TABLE relay_copy (n int4, s text) ON COMMIT DROP")
+                .execute(&mut *tx)
+                .await
+                .expect("create");
+            let mut copy = tx
+                .copy_in_raw("COPY relay_copy FROM STDIN")
+                .await
+                .expect("copy in");
+            copy.send(&COPY_ROWS[..7]).await.expect("send");
+            copy.send(&COPY_ROWS[7..]).await.expect("send");
+            assert_eq!(copy.finish().await.expect("finish"), 3);
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM relay_copy WHERE n > $1")
+                .bind(0_i32)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("count");
+            assert_eq!(n, 3);
+            let out: Vec<_> = tx
+                .copy_out_raw("COPY relay_copy TO STDOUT")
+                .await
+                .expect("copy out")
+                .try_collect()
+                .await
+                .expect("copy data");
+            let out: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
+            assert_eq!(out, COPY_ROWS);
+            tx.commit().await.expect("commit");
+            drop(conn);
+            for path in PATHS {
+                assert_eq!(
+                    one(&pool, path, round, 3)
+                        .await
+                        .expect("a query after a copy"),
+                    round + 3,
+                    "{path:?}"
+                );
+            }
+        }
+        pool.close().await;
+        relays_end().await;
+    })
+    .await;
+}
+
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn passed_through_statements_take_the_direct_path() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let url = database_url();
+    let upstream: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
+    let bouncer = Bouncer::start(
+        Upstream {
+            host: upstream.get_host(),
+            port: upstream.get_port(),
+            dbname: upstream.get_database().unwrap_or("postgres"),
+            user: upstream.get_username(),
+        },
+        "default_pool_size = 10\nmax_client_conn = 100\npool_mode = session\n",
+    );
+    bounded(async {
+        // Directly on the server, then behind PgBouncer in session mode:
+        // sqlx's named statements reach the server as they are, through no
+        // relay, on every path and in the mixed load.
+        for target in [url.clone(), bouncer.url()] {
+            let pool = pool_of(manager(&target, PoolerMode::Transaction), 8).await;
+            assert_eq!(pool_core::managers::open_relays(), 0);
+            for path in PATHS {
+                let (failed, last) = load(&pool, 8, 10, move |_, _| path).await;
+                assert_eq!(
+                    failed, 0,
+                    "{target}: {path:?}: {failed} failed, the last with: {last}"
+                );
+            }
+            let (failed, last) = load(&pool, 32, 20, |task, i| match (task + i) % 10 {
+                0 => Path::PoolBegin,
+                5 => Path::ConnBegin,
+                3 => Path::Prepared,
+                n if n % 2 == 0 => Path::Pool,
+                _ => Path::Connection,
+            })
+            .await;
+            assert_eq!(
+                failed, 0,
+                "{target}: mixed: {failed} of 640 failed, the last with: {last}"
+            );
+            let mut conn = pool.get().await.expect("get");
+            assert!(
+                named_statements(&mut conn).await > 0,
+                "{target}: no named statement"
+            );
+            drop(conn);
+            pool.close().await;
+        }
     })
     .await;
 }
@@ -344,21 +474,10 @@ async fn relay_cost_report() {
             Path::Pool,
         )
         .await;
-        let direct_relay = rate(
-            pool_of(manager(&url, PoolerMode::Transaction), 8).await,
-            Path::Pool,
-        )
-        .await;
-        let bounced_relay = rate(
-            pool_of(manager(&bouncer.url(), PoolerMode::Transaction), 8).await,
-            Path::Pool,
-        )
-        .await;
-        let bounced_relay_tx = rate(
-            pool_of(manager(&bouncer.url(), PoolerMode::Transaction), 8).await,
-            Path::PoolBegin,
-        )
-        .await;
+        let direct_relay = rate(pool_of(unnamed(&url), 8).await, Path::Pool).await;
+        let bounced_relay = rate(pool_of(unnamed(&bouncer.url()), 8).await, Path::Pool).await;
+        let bounced_relay_tx =
+            rate(pool_of(unnamed(&bouncer.url()), 8).await, Path::PoolBegin).await;
         let bounced_unnamed_tx = rate(
             pool_of(manager(&bouncer.url(), PoolerMode::Session), 8).await,
             Path::PoolBeginUnnamed,

@@ -11,7 +11,7 @@ use super::drivers::pool_sqlx::{BoxError, PasswordProviderError, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::bounded;
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode, PoolerStatements};
 
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +142,8 @@ async fn transaction_pooler_mode_keeps_no_prepared_statements() {
 
         let manager = SqlxManager::<PgConnection>::from_url(&url)
             .unwrap()
-            .pooler_mode(PoolerMode::Transaction);
+            .pooler_mode(PoolerMode::Transaction)
+            .pooler_statements(PoolerStatements::Unnamed);
         // Through a connection, a persistent query is cached by sqlx under
         // its name, and the relay sends it to the server unnamed.
         let mut conn = manager.connect().await.unwrap();

@@ -8,7 +8,6 @@ use super::password::Provider;
 use super::reset::BoxFuture;
 use crate::managers::fleet::OpenControl;
 use crate::managers::pooler::TransactionPoolerError;
-use crate::PoolerMode;
 
 /// A sqlx connection type that [`SqlxManager`](super::SqlxManager) can pool.
 ///
@@ -42,24 +41,26 @@ pub(crate) mod private {
         /// password or anything else secret.
         fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>);
 
-        /// The options one connect uses, from the manager's options and its
-        /// pooler mode.
-        fn for_pooler(options: &Self::Options, mode: PoolerMode) -> Option<Self::Options>;
+        /// The options one connect uses, from the manager's options and
+        /// whether statements go to the server `unnamed` (through the
+        /// statement relay); `None`: the options as they are.
+        fn for_pooler(options: &Self::Options, unnamed: bool) -> Option<Self::Options>;
 
-        /// Settings of `options` that cannot work in pooler `mode`; checked
-        /// when the pool is built and before every connect.
+        /// Settings of `options` that cannot work with `unnamed` statements;
+        /// checked when the pool is built and before every connect.
         fn check_pooler(
             _options: &Self::Options,
-            _mode: PoolerMode,
+            _unnamed: bool,
         ) -> Result<(), TransactionPoolerError> {
             Ok(())
         }
 
         /// Opens a connection with `options` (already adjusted by
-        /// [`for_pooler`](Self::for_pooler)) in pooler `mode`.
+        /// [`for_pooler`](Self::for_pooler)), through the statement relay
+        /// when `unnamed`.
         fn connect_pooled(
             options: &Self::Options,
-            _mode: PoolerMode,
+            _unnamed: bool,
         ) -> BoxFuture<'_, Result<Self, Error>>
         where
             Self: Sized + 'static,

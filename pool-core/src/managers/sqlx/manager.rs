@@ -11,7 +11,8 @@ use super::driver::Error;
 use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
 use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError, FleetShare};
-use crate::{ManageConnection, PoolerMode};
+use crate::managers::pooler::TransactionPoolerError;
+use crate::{ManageConnection, PoolerMode, PoolerStatements};
 use std::sync::Arc;
 
 /// Opens, checks and cleans sqlx connections of type `C`
@@ -21,8 +22,9 @@ use std::sync::Arc;
 /// - **connect**: `C::connect_with(options)`, i.e. the options' `connect()`,
 ///   with the password from the
 ///   [provider](Self::with_password_provider) if one is set and, on
-///   PostgreSQL, the statement cache off in [`PoolerMode::Transaction`]
-///   (set with `pooler_mode`); sqlx's statement cache
+///   PostgreSQL, through a statement relay with unnamed statements behind
+///   a transaction-mode pooler (set with `pooler_mode` and
+///   `pooler_statements`); sqlx's statement cache
 ///   (`statement_cache_capacity` in the options) lives as long as the
 ///   connection and is never cleared by the pool. On PostgreSQL with a
 ///   fleet budget (`fleet_budget`), one more round trip takes the
@@ -89,6 +91,7 @@ pub struct SqlxManager<C: SqlxConnection> {
     options: C::Options,
     reset_mode: ResetMode,
     pub(super) pooler_mode: PoolerMode,
+    pub(super) pooler_statements: PoolerStatements,
     pub(super) password_provider: Option<Provider>,
     /// Set only on PostgreSQL, by `fleet_budget`; an invalid one is kept
     /// as its error, reported by `validate`.
@@ -107,6 +110,7 @@ impl<C: SqlxConnection> SqlxManager<C> {
             options,
             reset_mode: ResetMode::default(),
             pooler_mode: PoolerMode::default(),
+            pooler_statements: PoolerStatements::default(),
             password_provider: None,
             fleet: None,
             share: None,
@@ -161,7 +165,7 @@ impl<C: SqlxConnection> SqlxManager<C> {
     /// The options one connect uses: the manager's, adjusted for the pooler
     /// mode, with `password` if given.
     pub(super) fn options_for_connect(&self, password: Option<&str>) -> Cow<'_, C::Options> {
-        let mut options = match C::for_pooler(&self.options, self.pooler_mode) {
+        let mut options = match C::for_pooler(&self.options, self.unnamed()) {
             Some(adjusted) => Cow::Owned(adjusted),
             None => Cow::Borrowed(&self.options),
         };
@@ -172,9 +176,9 @@ impl<C: SqlxConnection> SqlxManager<C> {
     }
 
     /// Checks that the settings work together: the fleet budget is valid
-    /// and not behind a transaction-mode pooler, and the connect options
-    /// suit the pooler mode (no TLS required in
-    /// [`PoolerMode::Transaction`]). The pool runs it when it is built
+    /// and not behind a transaction-mode pooler, unnamed statements only
+    /// behind one, and the connect options suit them (no TLS required with
+    /// [`PoolerStatements::Unnamed`]). The pool runs it when it is built
     /// ([`ManageConnection::check`]: `Pool::new` fails with it), and every
     /// connect runs it before any I/O (so a lazy pool's first connect
     /// reports it).
@@ -196,8 +200,21 @@ impl<C: SqlxConnection> SqlxManager<C> {
             }
             _ => {}
         }
-        C::check_pooler(&self.options, self.pooler_mode)
+        if self.pooler_statements == PoolerStatements::Unnamed
+            && self.pooler_mode != PoolerMode::Transaction
+        {
+            return Err(Error::Configuration(Box::new(
+                TransactionPoolerError::UnnamedOutsideTransactionMode,
+            )));
+        }
+        C::check_pooler(&self.options, self.unnamed())
             .map_err(|e| Error::Configuration(Box::new(e)))
+    }
+
+    /// Whether statements reach the server unnamed, through the statement
+    /// relay.
+    pub(super) fn unnamed(&self) -> bool {
+        crate::managers::pooler::relays(self.pooler_mode, self.pooler_statements)
     }
 
     /// The fleet budget, if one is set and valid.
@@ -212,6 +229,7 @@ impl<C: SqlxConnection> Clone for SqlxManager<C> {
             options: self.options.clone(),
             reset_mode: self.reset_mode,
             pooler_mode: self.pooler_mode,
+            pooler_statements: self.pooler_statements,
             password_provider: self.password_provider.clone(),
             fleet: self.fleet.clone(),
             share: self.share.clone(),
@@ -226,6 +244,7 @@ impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
         C::describe(&self.options, &mut out);
         out.field("reset_mode", &self.reset_mode)
             .field("pooler_mode", &self.pooler_mode)
+            .field("pooler_statements", &self.pooler_statements)
             .field("password_provider", &self.password_provider.is_some())
             .field("fleet_budget", &self.fleet)
             .finish()
@@ -314,7 +333,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
             None => None,
         };
         let options = self.options_for_connect(password.as_deref());
-        let mut conn = C::connect_pooled(&options, self.pooler_mode).await?;
+        let mut conn = C::connect_pooled(&options, self.unnamed()).await?;
         if let Some(budget) = self.budget() {
             // One round trip. On an error `conn` is dropped here, which
             // closes its socket and so ends the session on the server.

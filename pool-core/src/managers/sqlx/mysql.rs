@@ -7,7 +7,6 @@ use super::driver::mysql::{MySqlConnectOptions, MySqlConnection};
 use super::driver::{Error, Executor};
 use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
-use crate::PoolerMode;
 
 impl SqlxConnection for MySqlConnection {}
 impl SqlxPasswordConnection for MySqlConnection {}
@@ -30,7 +29,7 @@ impl private::Sealed for MySqlConnection {
             .field("user", &options.get_username());
     }
 
-    fn for_pooler(_: &MySqlConnectOptions, _: PoolerMode) -> Option<MySqlConnectOptions> {
+    fn for_pooler(_: &MySqlConnectOptions, _: bool) -> Option<MySqlConnectOptions> {
         None
     }
 

@@ -16,17 +16,12 @@ use crate::managers::fleet::{
 };
 use crate::managers::pooler::TransactionPoolerError;
 use crate::managers::relay::{self, Relay};
-use crate::PoolerMode;
+use crate::{PoolerMode, PoolerStatements};
 
-/// sqlx's statement cache per connection in [`PoolerMode::Transaction`]
-/// (sqlx's own default), whatever the options say: the relay must be able
-/// to keep every statement the cache holds.
+/// sqlx's statement cache per connection with unnamed statements (sqlx's
+/// own default), whatever the options say: every statement the cache holds
+/// is one the relay keeps.
 const TRANSACTION_STATEMENT_CACHE: usize = 100;
-
-/// How many statements the relay keeps per connection: the cache, plus the
-/// unnamed one and some slack for statements sqlx prepares and then fails
-/// to cache.
-const RELAY_STATEMENTS: usize = TRANSACTION_STATEMENT_CACHE + 28;
 
 /// Opens a connection through a statement relay to where `options` point.
 async fn connect_through_relay(options: &PgConnectOptions) -> Result<PgConnection, Error> {
@@ -35,9 +30,7 @@ async fn connect_through_relay(options: &PgConnectOptions) -> Result<PgConnectio
         options.get_host(),
         options.get_port(),
     );
-    let relay = Relay::start(&upstream, RELAY_STATEMENTS)
-        .await
-        .map_err(Error::Io)?;
+    let relay = Relay::start(&upstream).await.map_err(Error::Io)?;
     let through = options
         .clone()
         .socket(&relay.dir)
@@ -71,22 +64,19 @@ impl private::Sealed for PgConnection {
             .field("user", &options.get_username());
     }
 
-    fn for_pooler(options: &PgConnectOptions, mode: PoolerMode) -> Option<PgConnectOptions> {
-        match mode {
-            PoolerMode::Transaction => Some(
-                options
-                    .clone()
-                    .statement_cache_capacity(TRANSACTION_STATEMENT_CACHE),
-            ),
-            _ => None,
-        }
+    fn for_pooler(options: &PgConnectOptions, unnamed: bool) -> Option<PgConnectOptions> {
+        unnamed.then(|| {
+            options
+                .clone()
+                .statement_cache_capacity(TRANSACTION_STATEMENT_CACHE)
+        })
     }
 
     fn check_pooler(
         options: &PgConnectOptions,
-        mode: PoolerMode,
+        unnamed: bool,
     ) -> Result<(), TransactionPoolerError> {
-        if mode != PoolerMode::Transaction {
+        if !unnamed {
             return Ok(());
         }
         if cfg!(not(unix)) {
@@ -103,11 +93,12 @@ impl private::Sealed for PgConnection {
 
     fn connect_pooled(
         options: &PgConnectOptions,
-        mode: PoolerMode,
+        unnamed: bool,
     ) -> BoxFuture<'_, Result<Self, Error>> {
-        match mode {
-            PoolerMode::Transaction => Box::pin(connect_through_relay(options)),
-            _ => Box::pin(Self::connect_with(options)),
+        if unnamed {
+            Box::pin(connect_through_relay(options))
+        } else {
+            Box::pin(Self::connect_with(options))
         }
     }
 
@@ -210,45 +201,25 @@ impl private::SealedPassword for PgConnection {}
 
 impl SqlxManager<PgConnection> {
     /// Makes the manager safe behind a pooler that hands out server
-    /// connections per transaction (PgBouncer, pgcat, Supavisor in
+    /// connections per transaction (PgBouncer, pgdog, pgcat, Supavisor in
     /// transaction mode). Defaults to [`PoolerMode::Session`]: connections
     /// as configured.
     ///
-    /// In [`PoolerMode::Transaction`] no statement name ever reaches the
-    /// server, whichever way a query goes: `&pool`, `&mut *conn`, a
-    /// [`Transaction`](super::Transaction) from `pool.begin()`, sqlx's own
-    /// `conn.begin()`, `prepare`, with or without `.persistent(false)`.
-    /// Each connection reaches the pooler through a small relay in this
-    /// process (a task and a Unix socket in a private temporary directory,
-    /// removed once sqlx is connected) that sends every statement sqlx
-    /// prepares as the unnamed statement, and parses it again, in the same
-    /// round trip, before a `Bind` whose statement the current server
-    /// connection may not hold. So:
-    ///
-    /// - no "prepared statement ... already exists" or "... does not exist"
-    ///   from statements that outlived their transaction, even with
-    ///   PgBouncer before 1.21 or `max_prepared_statements = 0`;
-    /// - sqlx's statement cache keeps working (its metadata saves a round
-    ///   trip per cached query); it holds 100 statements per connection in
-    ///   this mode (sqlx's default), whatever the options say, so that the
-    ///   relay can keep every statement it holds;
-    /// - the server parses a query again each time it runs outside the
-    ///   transaction that parsed it, as it does for `.persistent(false)`.
-    ///
-    /// The relay reads the plaintext protocol: the options' `sslmode` must
-    /// not be `require`, `verify-ca` or `verify-full` (that is a
-    /// [`TransactionPoolerError::Tls`], reported when the pool is built),
-    /// and under `prefer` (sqlx's default) or `allow` the connection to the
-    /// pooler is plaintext. Keep the pooler on loopback or a private
-    /// network. Platforms without Unix domain sockets get
-    /// [`TransactionPoolerError::NoUnixSockets`]. The relay ends when its
-    /// connection closes, or when the pooler closes it.
-    ///
-    /// Both [`ResetMode`](super::ResetMode)s stay available: their reset is
-    /// a plain statement plus, when a transaction is open, its `ROLLBACK`,
+    /// [`PoolerMode::Transaction`] sets the session rules: a
+    /// [`fleet_budget`](Self::fleet_budget), which needs a session, is
+    /// refused (in whichever order the two are set,
+    /// [`validate`](Self::validate) and `Pool::new` say so). Both
+    /// [`ResetMode`](super::ResetMode)s stay available: their reset is a
+    /// plain statement plus, when a transaction is open, its `ROLLBACK`,
     /// neither of which needs the same server session. Session state (`SET`
     /// without `LOCAL`, `LISTEN`, advisory session locks, temporary tables)
-    /// still does not survive a transaction behind such a pooler.
+    /// does not survive a transaction behind such a pooler.
+    ///
+    /// Statements are handled as
+    /// [`pooler_statements`](Self::pooler_statements) says: by default
+    /// passed through as sqlx names them, on the direct path, for poolers
+    /// that keep named statements (PgBouncer 1.21 or later with
+    /// `max_prepared_statements` above 0, pgdog).
     ///
     /// # Example
     ///
@@ -266,13 +237,72 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # demo().unwrap();
     /// ```
-    ///
-    /// A [`fleet_budget`](Self::fleet_budget) cannot work in
-    /// [`PoolerMode::Transaction`]: in whichever order the two are set,
-    /// [`validate`](Self::validate) refuses them, and so does `Pool::new`.
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
+        self
+    }
+
+    /// What reaches a transaction-mode pooler of the statements sqlx
+    /// prepares: [`PoolerStatements::PassThrough`] (the default) or
+    /// [`PoolerStatements::Unnamed`], for poolers that do not keep named
+    /// statements (PgBouncer before 1.21 or with
+    /// `max_prepared_statements = 0`).
+    ///
+    /// With `Unnamed`, no statement name ever reaches the server, whichever
+    /// way a query goes: `&pool`, `&mut *conn`, a
+    /// [`Transaction`](super::Transaction) from `pool.begin()`, sqlx's own
+    /// `conn.begin()`, `prepare`, with or without `.persistent(false)`.
+    /// Each connection reaches the pooler through a small relay in this
+    /// process (a task and a Unix socket in a private temporary directory,
+    /// removed once sqlx is connected) that sends every statement sqlx
+    /// prepares as the unnamed statement, and parses it again, in the same
+    /// round trip, before a `Bind` whose statement the current server
+    /// connection may not hold. So:
+    ///
+    /// - no "prepared statement ... already exists" or "... does not exist"
+    ///   from statements that outlived their transaction;
+    /// - sqlx's statement cache keeps working (its metadata saves a round
+    ///   trip per cached query); it holds 100 statements per connection
+    ///   with `Unnamed` (sqlx's default), whatever the options say;
+    /// - the server parses a query again each time it runs outside the
+    ///   transaction that parsed it, as it does for `.persistent(false)`.
+    ///
+    /// The relay reads the plaintext protocol: the options' `sslmode` must
+    /// not be `require`, `verify-ca` or `verify-full` (that is a
+    /// [`TransactionPoolerError::Tls`], reported when the pool is built),
+    /// and under `prefer` (sqlx's default) or `allow` the connection to the
+    /// pooler is plaintext. Keep the pooler on loopback or a private
+    /// network. Platforms without Unix domain sockets get
+    /// [`TransactionPoolerError::NoUnixSockets`]. The relay ends when its
+    /// connection closes, or when the pooler closes it.
+    ///
+    /// The setter never fails, so it chains: `Unnamed` without
+    /// [`PoolerMode::Transaction`] is a
+    /// [`TransactionPoolerError::UnnamedOutsideTransactionMode`] from
+    /// [`validate`](Self::validate), which `Pool::new` returns.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlx-postgres")]
+    /// # fn demo() -> Result<(), sqlx::Error> {
+    /// use pool_core::managers::sqlx::SqlxManager;
+    /// use pool_core::{PoolerMode, PoolerStatements};
+    ///
+    /// // PgBouncer 1.18 in transaction mode.
+    /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@pgbouncer:6432/app")?
+    ///     .pooler_mode(PoolerMode::Transaction)
+    ///     .pooler_statements(PoolerStatements::Unnamed);
+    /// assert!(manager.validate().is_ok());
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(feature = "sqlx-postgres")]
+    /// # demo().unwrap();
+    /// ```
+    #[must_use]
+    pub fn pooler_statements(mut self, statements: PoolerStatements) -> Self {
+        self.pooler_statements = statements;
         self
     }
 
@@ -402,7 +432,12 @@ mod tests {
             "{session}"
         );
 
+        // Passed through, the options are as given.
         let manager = manager.pooler_mode(PoolerMode::Transaction);
+        let passed = format!("{:?}", manager.options_for_connect(None));
+        assert!(passed.contains("statement_cache_capacity: 7,"), "{passed}");
+
+        let manager = manager.pooler_statements(PoolerStatements::Unnamed);
         let transaction = format!("{:?}", manager.options_for_connect(None));
         assert!(
             transaction.contains(&format!(
@@ -533,20 +568,50 @@ mod tests {
             let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new().ssl_mode(mode));
             assert!(manager.validate().is_ok(), "session mode takes {name}");
             let manager = manager.pooler_mode(PoolerMode::Transaction);
+            assert!(manager.validate().is_ok(), "passed through, {name} is fine");
+            let manager = manager.pooler_statements(PoolerStatements::Unnamed);
             assert_eq!(
                 cause::<TransactionPoolerError>(manager.validate()),
                 TransactionPoolerError::Tls { ssl_mode: name }
             );
             let text = manager.validate().expect_err("refused").to_string();
             assert!(
-                text.contains("pooler_mode") && text.contains(name),
+                text.contains("pooler_statements") && text.contains(name),
                 "{text}"
             );
         }
         for mode in [PgSslMode::Prefer, PgSslMode::Allow, PgSslMode::Disable] {
             let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new().ssl_mode(mode))
-                .pooler_mode(PoolerMode::Transaction);
+                .pooler_mode(PoolerMode::Transaction)
+                .pooler_statements(PoolerStatements::Unnamed);
             assert!(manager.validate().is_ok(), "{mode:?}");
         }
+    }
+
+    #[test]
+    fn unnamed_statements_without_transaction_mode_are_refused_either_way_round() {
+        let manager = SqlxManager::<PgConnection>::new(PgConnectOptions::new());
+        for clash in [
+            manager.clone().pooler_statements(PoolerStatements::Unnamed),
+            manager
+                .clone()
+                .pooler_mode(PoolerMode::Transaction)
+                .pooler_statements(PoolerStatements::Unnamed)
+                .pooler_mode(PoolerMode::Session),
+        ] {
+            assert_eq!(
+                cause::<TransactionPoolerError>(clash.validate()),
+                TransactionPoolerError::UnnamedOutsideTransactionMode
+            );
+            let text = clash.validate().expect_err("refused").to_string();
+            assert!(
+                text.contains("pooler_statements") && text.contains("pooler_mode"),
+                "{text}"
+            );
+        }
+        let fine = manager
+            .pooler_statements(PoolerStatements::Unnamed)
+            .pooler_mode(PoolerMode::Transaction);
+        assert!(fine.validate().is_ok());
     }
 }

@@ -7,7 +7,6 @@ use super::driver::sqlite::{SqliteConnectOptions, SqliteConnection};
 use super::driver::{Error, Executor};
 use super::driver_core::transaction::TransactionManager;
 use super::reset::{BoxFuture, Tm};
-use crate::PoolerMode;
 
 impl SqlxConnection for SqliteConnection {}
 
@@ -24,7 +23,7 @@ impl private::Sealed for SqliteConnection {
             .field("filename", &options.get_filename());
     }
 
-    fn for_pooler(_: &SqliteConnectOptions, _: PoolerMode) -> Option<SqliteConnectOptions> {
+    fn for_pooler(_: &SqliteConnectOptions, _: bool) -> Option<SqliteConnectOptions> {
         None
     }
 

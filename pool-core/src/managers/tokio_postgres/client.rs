@@ -46,9 +46,15 @@ pub(super) struct Inner {
     pub(super) client: Client,
     /// Prepared statements, in [`PoolerMode::Session`].
     pub(super) cache: StatementCache<Statement>,
-    /// Parameter types by query text, in [`PoolerMode::Transaction`].
+    /// Parameter types by query text, for unnamed statements behind a
+    /// transaction-mode pooler.
     pub(super) described: StatementCache<Arc<[Type]>>,
     pub(super) pooler_mode: PoolerMode,
+    /// Statements go to the server unnamed
+    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) under
+    /// [`PoolerMode::Transaction`]): text queries run as typed unnamed
+    /// statements.
+    pub(super) unnamed: bool,
     /// Reaches the pooler through the statement relay, which keeps every
     /// statement unnamed on the server: named statements are safe.
     pub(super) relayed: bool,
@@ -122,16 +128,13 @@ impl PgClient {
         ticket: Option<i32>,
         host: HostMark,
     ) -> Self {
-        let (statements, described) = match pooler_mode {
-            PoolerMode::Transaction => (0, cache_capacity),
-            _ => (cache_capacity, 0),
-        };
         Self {
             inner: Box::new(Inner {
                 client,
-                cache: StatementCache::new(statements),
-                described: StatementCache::new(described),
+                cache: StatementCache::new(cache_capacity),
+                described: StatementCache::new(0),
                 pooler_mode,
+                unnamed: false,
                 relayed: false,
                 ticket,
                 seat: None,
@@ -157,6 +160,18 @@ impl PgClient {
     /// What the server reported about its role at startup.
     pub(crate) fn reported_role(&self) -> ReportedRole {
         self.inner.reported
+    }
+
+    /// Sends statements unnamed: queries given as text run as typed unnamed
+    /// statements, and the cache's capacity goes to their parameter types.
+    pub(super) fn with_unnamed_statements(mut self, unnamed: bool) -> Self {
+        if unnamed {
+            let capacity = self.inner.cache.stats().capacity;
+            self.inner.cache = StatementCache::new(0);
+            self.inner.described = StatementCache::new(capacity);
+            self.inner.unnamed = true;
+        }
+        self
     }
 
     /// Marks the connection as relayed (see [`is_relayed`](Self::is_relayed)):
@@ -288,9 +303,9 @@ impl PgClient {
     }
 
     /// Whether this connection reaches the pooler through the statement
-    /// relay of [`PoolerMode::Transaction`], which sends every statement to
-    /// the server as the unnamed one (see
-    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
+    /// relay of [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed),
+    /// which sends every statement to the server as the unnamed one (see
+    /// [`PostgresManager::pooler_statements`](super::PostgresManager::pooler_statements)).
     pub fn is_relayed(&self) -> bool {
         self.inner.relayed
     }
@@ -363,6 +378,7 @@ impl fmt::Debug for PgClient {
             .field("retired", &self.is_retired())
             .field("cached_statements", &self.statement_cache_len())
             .field("pooler_mode", &self.inner.pooler_mode)
+            .field("unnamed", &self.inner.unnamed)
             .field("relayed", &self.inner.relayed)
             .field("fleet_ticket", &self.inner.ticket)
             .finish_non_exhaustive()

@@ -27,14 +27,16 @@ pub enum PgError {
     FleetBudget(FleetBudgetExhausted),
     /// The manager's settings do not work together (see [`PgConfigError`]).
     Config(PgConfigError),
-    /// [`PgClient::prepare_cached`](super::PgClient::prepare_cached) under
-    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction): a cached
-    /// named statement would outlive its transaction. Query with the text
+    /// [`PgClient::prepare_cached`](super::PgClient::prepare_cached) with
+    /// unnamed statements
+    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)) on
+    /// a connection that does not go through the relay (`sslmode=require`):
+    /// a cached named statement would outlive its transaction. Query with the text
     /// instead (`conn.query(sql, params)`), which the pooled client runs as
     /// an unnamed statement.
     NamedStatementBehindPooler,
     /// The statement relay of
-    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) could not
+    /// [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) could not
     /// reach the pooler (refused, unreachable, timed out) or could not be
     /// set up; the I/O error is the source.
     Relay(std::io::Error),
@@ -79,8 +81,9 @@ impl fmt::Display for PgError {
             ),
             Self::NamedStatementBehindPooler => f.write_str(
                 "prepare_cached keeps a named statement across transactions, which a \
-                 transaction-mode pooler (PoolerMode::Transaction) does not allow; query with \
-                 the text instead",
+                 transaction-mode pooler that keeps no named statements \
+                 (PoolerStatements::Unnamed, here without the relay) does not allow; query \
+                 with the text instead",
             ),
         }
     }
@@ -127,6 +130,10 @@ pub enum PgConfigError {
     FleetBudgetBehindPooler,
     /// The fleet budget itself is invalid.
     FleetBudget(FleetBudgetConfigError),
+    /// [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)
+    /// without [`PoolerMode::Transaction`](crate::PoolerMode::Transaction):
+    /// the statement relay is for transaction-mode poolers only.
+    UnnamedOutsideTransactionMode,
 }
 
 impl fmt::Display for PgConfigError {
@@ -145,6 +152,11 @@ impl fmt::Display for PgConfigError {
                  other clients; budget the pooler's server connections instead",
             ),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
+            Self::UnnamedOutsideTransactionMode => f.write_str(
+                "pooler_statements(PoolerStatements::Unnamed) needs \
+                 pooler_mode(PoolerMode::Transaction): named statements are safe on a direct \
+                 connection or a session-mode pooler",
+            ),
         }
     }
 }

@@ -63,33 +63,46 @@
 //!
 //! # Behind a transaction-mode pooler
 //!
-//! Behind PgBouncer, pgcat or Supavisor in transaction mode, each
+//! Behind PgBouncer, pgdog, pgcat or Supavisor in transaction mode, each
 //! transaction (or each statement outside one) may run on a different
-//! server connection. `tokio_postgres` prepares every query as a named
-//! statement and runs it in a second exchange, which the pooler may send
-//! to another server: "prepared statement \"s12\" does not exist", or
-//! "already exists" when another client's leftover has the same name.
-//! [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`](crate::PoolerMode::Transaction)`)` makes
-//! the pooled client safe there:
+//! server connection. [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`](crate::PoolerMode::Transaction)`)`
+//! sets the session rules, and
+//! [`PostgresManager::pooler_statements`] says what reaches the pooler of
+//! the driver's named statements (see [`PoolerStatements`](crate::PoolerStatements)
+//! for which pooler needs which):
 //!
-//! - **Every statement reaches the server unnamed.** Each connection is
-//!   opened (with the driver's `connect_raw`) over a socket pair to a relay
-//!   task in this process, which connects to the config's first host that
-//!   answers (with the config's TCP keepalive and `connect_timeout`) and
-//!   sends every statement of `Parse`, `Bind`, `Describe` and `Close` as
-//!   the unnamed statement, parsing it again, in the same round trip,
-//!   before a `Bind` that may reach another server connection. So
-//!   `prepare`, [`PgClient::prepare_cached`], the driver's own `Client`
-//!   methods through `Deref`, its lookups of custom types (enums,
-//!   composites) and the statements of a [`PgTransaction`] are all safe,
-//!   and the relay ends when the connection closes. A
+//! - **Passed through** ([`PoolerStatements::PassThrough`](crate::PoolerStatements::PassThrough),
+//!   the default): for poolers that keep named statements themselves
+//!   (PgBouncer 1.21 or later with `max_prepared_statements` above 0,
+//!   pgdog). The connection is the direct one, with the manager's TLS
+//!   connector; statements are cached as without a pooler. Nothing is
+//!   added per query but the session-state check below on text queries.
+//! - **Unnamed** ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)):
+//!   for poolers that do not (PgBouncer before 1.21 or with
+//!   `max_prepared_statements = 0`), where `tokio_postgres`'s named
+//!   statements fail ("prepared statement \"s12\" does not exist", or
+//!   "already exists" when another client's leftover has the same name).
+//!   Each connection is opened (with the driver's `connect_raw`) over a
+//!   socket pair to a relay task in this process, which connects to the
+//!   config's first host that answers (with the config's TCP keepalive and
+//!   `connect_timeout`) and sends every statement of `Parse`, `Bind`,
+//!   `Describe` and `Close` as the unnamed statement, parsing it again, in
+//!   the same round trip, before a `Bind` that may reach another server
+//!   connection. So `prepare`, [`PgClient::prepare_cached`], the driver's
+//!   own `Client` methods through `Deref`, `copy_in`/`copy_out`, pipelined
+//!   queries, its lookups of custom types (enums, composites) and the
+//!   statements of a [`PgTransaction`] are all safe, and the relay ends
+//!   when the connection closes. The relay keeps every statement the driver
+//!   holds until the driver closes it, never sends a statement by a name
+//!   it does not hold, and closes the connection (which the pool then
+//!   drops) rather than guess at a reply it cannot place. A
 //!   [`PgClient::with_timeout`] cancel request goes straight to that host.
 //!   The relay reads the plaintext protocol: the driver talks to it
 //!   without TLS, and under `sslmode=prefer` the connection to the pooler
 //!   is plaintext too (the manager's TLS connector is not used). Keep the
 //!   pooler on loopback or a private network. `target_session_attrs` is
 //!   not checked. Unix platforms only ([`PgClient::is_relayed`] says).
-//! - `query`, `query_one`, `query_opt` and `execute` on the [`PgClient`],
+//!   `query`, `query_one`, `query_opt` and `execute` on the [`PgClient`],
 //!   given the query as text, run it as an unnamed statement with typed
 //!   parameters (one round trip, nothing left on the server). The
 //!   parameter types come from a describe the first time a connection sees
@@ -97,17 +110,17 @@
 //!   `BEGIN`/`COMMIT` of its own (the pooler keeps one server connection
 //!   for a transaction), cached per connection like statements (LRU,
 //!   [`PostgresManager::statement_cache_capacity`]). A query without
-//!   parameters needs no describe.
-//! - With `sslmode=require` the manager connects as usual, with TLS and
-//!   without the relay. Then only the text queries above are unnamed;
-//!   other `Client` methods reached through `Deref` (`query_raw`,
-//!   `prepare`, `copy_in`, ...) are the driver's, unchanged, so a statement
-//!   you `prepare` yourself is valid only until the end of its transaction
-//!   (inside a [`PgTransaction`] the driver's statements are prepared, run
-//!   and closed within it), and [`PgClient::prepare_cached`] fails with
-//!   [`PgError::NamedStatementBehindPooler`]. Custom types (enums,
-//!   composites) are looked up by the driver with its own named statements
-//!   and are not safe there.
+//!   parameters needs no describe. With `sslmode=require` the manager
+//!   connects as usual, with TLS and without the relay: then only those
+//!   text queries are unnamed; other `Client` methods reached through
+//!   `Deref` (`query_raw`, `prepare`, `copy_in`, ...) are the driver's,
+//!   unchanged, so a statement you `prepare` yourself is valid only until
+//!   the end of its transaction, [`PgClient::prepare_cached`] fails with
+//!   [`PgError::NamedStatementBehindPooler`], and custom-type lookups are
+//!   not safe.
+//!
+//! The session rules, either way:
+//!
 //! - [`ResetMode::Clean`] (`RESET ALL`, `UNLISTEN`, `DISCARD ...`) and a
 //!   [fleet budget](PostgresManager::fleet_budget) need a session:
 //!   [`PostgresManager::validate`] and `Pool::new` refuse them
@@ -123,11 +136,12 @@
 //!   against common mistakes, not a parser. Calls on the bare `Client`
 //!   (`conn.client()`) are not seen.
 //!
-//! The cost: a describe (two round trips and a short transaction) once per
-//! query text and connection, then one round trip per text query, against
-//! `tokio_postgres`'s two per uncached query; through the relay, one more
-//! local hop per message, and a statement parsed again by the server each
-//! time it runs outside the transaction that parsed it.
+//! The cost of unnamed statements: a describe (two round trips and a short
+//! transaction) once per query text and connection, then one round trip
+//! per text query, against `tokio_postgres`'s two per uncached query;
+//! through the relay, one more local hop per message, and a statement
+//! parsed again by the server each time it runs outside the transaction
+//! that parsed it. Passed through, none of this.
 //!
 //! # Abandoned queries
 //!

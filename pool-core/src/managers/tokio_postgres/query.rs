@@ -14,12 +14,12 @@ use crate::PoolerMode;
 impl PgClient {
     /// Runs a query and returns its rows, like [`Client::query`](tokio_postgres::Client::query).
     ///
-    /// Under [`PoolerMode::Session`] this is `Client::query`. Under
-    /// [`PoolerMode::Transaction`], a query given as text runs as an
-    /// unnamed statement, safe behind a transaction-mode pooler (see
-    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode));
-    /// a [`Statement`] you prepared yourself is run as it is (only valid
-    /// within the transaction that prepared it).
+    /// This is `Client::query`, except with unnamed statements behind a
+    /// transaction-mode pooler ([`PoolerMode::Transaction`] with
+    /// [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed), see
+    /// [`PostgresManager::pooler_statements`](super::PostgresManager::pooler_statements)):
+    /// then a query given as text runs as a typed unnamed statement in one
+    /// round trip, and a [`Statement`] you prepared yourself is run as it is.
     ///
     /// # Errors
     ///
@@ -162,8 +162,9 @@ impl PgClient {
         self.observe(self.inner.client.simple_query(query).await)
     }
 
-    /// Behind a pooler, the text of a query given as text, after looking at
-    /// what it does to the session. `None`: run it as the driver does.
+    /// Behind a transaction-mode pooler, looks at what a query given as text
+    /// does to the session; with unnamed statements, its text. `None`: run
+    /// it as the driver does.
     pub(super) fn pooled_text<'q, T: ?Sized + PgStatement>(
         &self,
         statement: &'q T,
@@ -173,7 +174,7 @@ impl PgClient {
         }
         let sql = statement.text()?;
         self.inspect(sql);
-        Some(sql)
+        self.inner.unnamed.then_some(sql)
     }
 
     /// Behind a pooler: warns about session state, follows `BEGIN`/`COMMIT`

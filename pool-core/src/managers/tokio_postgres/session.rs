@@ -22,36 +22,70 @@ pub(super) struct Found {
     pub(super) tx: Option<TxChange>,
 }
 
-/// Looks at every statement of `sql`.
+/// Looks at every statement of `sql`. Runs on every text query behind a
+/// transaction-mode pooler, so it allocates nothing: it reads bytes, and
+/// compares words ignoring ASCII case.
 pub(super) fn session_state(sql: &str) -> Found {
     let mut found = Found::default();
-    for statement in sql.split(';') {
-        let lower = statement.trim_start().to_ascii_lowercase();
-        let mut words = lower.split_ascii_whitespace();
-        let first = words.next().unwrap_or("");
-        let second = words.next().unwrap_or("");
-        let kind = match first {
-            "set" if !matches!(second, "local" | "transaction" | "constraints") => Some("SET"),
-            "listen" => Some("LISTEN"),
-            "prepare" if second != "transaction" => Some("PREPARE"),
-            "declare" if lower.contains("with hold") => Some("DECLARE ... WITH HOLD"),
-            "create" if matches!(second, "temp" | "temporary") => Some("CREATE TEMPORARY"),
-            _ if lower.contains("pg_advisory_lock") || lower.contains("pg_try_advisory_lock") => {
-                Some("advisory session lock")
-            }
-            _ => None,
+    for statement in sql.as_bytes().split(|&b| b == b';') {
+        let statement = statement.trim_ascii_start();
+        let (first, rest) = word(statement);
+        let second = word(rest.trim_ascii_start()).0;
+        let kind = if is(first, b"set")
+            && !(is(second, b"local") || is(second, b"transaction") || is(second, b"constraints"))
+        {
+            Some("SET")
+        } else if is(first, b"listen") {
+            Some("LISTEN")
+        } else if is(first, b"prepare") && !is(second, b"transaction") {
+            Some("PREPARE")
+        } else if is(first, b"declare") && contains(statement, b"with hold") {
+            Some("DECLARE ... WITH HOLD")
+        } else if is(first, b"create") && (is(second, b"temp") || is(second, b"temporary")) {
+            Some("CREATE TEMPORARY")
+        } else if contains(statement, b"pg_advisory_lock")
+            || contains(statement, b"pg_try_advisory_lock")
+        {
+            Some("advisory session lock")
+        } else {
+            None
         };
         if found.session_state.is_none() {
             found.session_state = kind;
         }
-        match (first, second) {
-            ("begin", _) | ("start", "transaction") => found.tx = Some(TxChange::Begin),
-            ("commit" | "end" | "abort", _) => found.tx = Some(TxChange::End),
-            ("rollback", s) if s != "to" => found.tx = Some(TxChange::End),
-            _ => {}
+        if is(first, b"begin") || (is(first, b"start") && is(second, b"transaction")) {
+            found.tx = Some(TxChange::Begin);
+        } else if is(first, b"commit")
+            || is(first, b"end")
+            || is(first, b"abort")
+            || (is(first, b"rollback") && !is(second, b"to"))
+        {
+            found.tx = Some(TxChange::End);
         }
     }
     found
+}
+
+/// The leading word of `text` (up to ASCII whitespace) and what follows.
+fn word(text: &[u8]) -> (&[u8], &[u8]) {
+    let end = text
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(text.len());
+    text.split_at(end)
+}
+
+/// Whether `word` is `lower` (lower case), ignoring ASCII case.
+fn is(word: &[u8], lower: &[u8]) -> bool {
+    word.eq_ignore_ascii_case(lower)
+}
+
+/// Whether `text` contains `needle` (lower case), ignoring ASCII case.
+fn contains(text: &[u8], needle: &[u8]) -> bool {
+    text.len() >= needle.len()
+        && text
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 #[cfg(test)]
@@ -60,6 +94,34 @@ mod tests {
 
     fn kind(sql: &str) -> Option<&'static str> {
         session_state(sql).session_state
+    }
+
+    #[test]
+    fn reads_words_in_any_case() {
+        assert_eq!(
+            kind("sElEcT PG_Advisory_Lock(1)"),
+            Some("advisory session lock")
+        );
+        assert_eq!(
+            kind("Declare c Cursor With Hold For SELECT 1"),
+            Some("DECLARE ... WITH HOLD")
+        );
+        assert_eq!(kind("Set Local x = 1"), None);
+        assert_eq!(kind("SELECT pg_advisory_xact_lock(1)"), None);
+        assert_eq!(session_state("Rollback To a").tx, None);
+        assert_eq!(session_state("Start Transaction").tx, Some(TxChange::Begin));
+        assert_eq!(
+            kind("select pg_try_advisory_lock_shared(7)"),
+            Some("advisory session lock")
+        );
+        assert_eq!(kind("SELECT pg_try_advisory_xact_lock(7), a_b"), None);
+        assert_eq!(kind("SELECT 1; commit; listen x"), Some("LISTEN"));
+        assert_eq!(
+            session_state("SELECT 1; commit; select 2").tx,
+            Some(TxChange::End)
+        );
+        assert_eq!(session_state("").tx, None);
+        assert_eq!(kind(";;  ;"), None);
     }
 
     #[test]

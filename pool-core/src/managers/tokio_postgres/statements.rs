@@ -6,7 +6,6 @@ use tokio_postgres::Statement;
 use super::cache::StatementCacheStats;
 use super::client::PgClient;
 use super::error::PgError;
-use crate::PoolerMode;
 
 impl PgClient {
     /// Prepares a statement, or returns the one this connection already
@@ -24,19 +23,20 @@ impl PgClient {
     /// # Errors
     ///
     /// [`PgError::Db`] if preparing fails;
-    /// [`PgError::NamedStatementBehindPooler`] under
-    /// [`PoolerMode::Transaction`] on a connection that is not relayed
-    /// (`sslmode=require`, see
-    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)),
+    /// [`PgError::NamedStatementBehindPooler`] for unnamed statements
+    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)) on
+    /// a connection that is not relayed (`sslmode=require`, see
+    /// [`PostgresManager::pooler_statements`](super::PostgresManager::pooler_statements)),
     /// where a cached named statement would outlive its transaction (query
-    /// with the text instead). A relayed connection caches statements as
-    /// in [`PoolerMode::Session`].
+    /// with the text instead). A relayed connection, and every connection
+    /// whose statements pass through, caches statements as in
+    /// [`PoolerMode::Session`](crate::PoolerMode::Session).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: nothing is cached until the statement is prepared.
     pub async fn prepare_cached(&self, query: &str) -> Result<Statement, PgError> {
-        if self.inner.pooler_mode == PoolerMode::Transaction && !self.inner.relayed {
+        if self.inner.unnamed && !self.inner.relayed {
             return Err(PgError::NamedStatementBehindPooler);
         }
         if let Some(statement) = self.inner.cache.get(query) {
@@ -61,12 +61,14 @@ impl PgClient {
     /// # }
     /// ```
     ///
-    /// Under [`PoolerMode::Transaction`] these count the cache of parameter
-    /// types that `query`/`execute` keep instead of statements.
+    /// With unnamed statements behind a transaction-mode pooler these count
+    /// the cache of parameter types that `query`/`execute` keep instead of
+    /// statements.
     pub fn statement_cache_stats(&self) -> StatementCacheStats {
-        match self.inner.pooler_mode {
-            PoolerMode::Transaction => self.inner.described.stats(),
-            _ => self.inner.cache.stats(),
+        if self.inner.unnamed {
+            self.inner.described.stats()
+        } else {
+            self.inner.cache.stats()
         }
     }
 

@@ -222,8 +222,7 @@ where
         let (client, driver, canceller, reported, relayed) = match self.relays() {
             #[cfg(unix)]
             true => {
-                let (client, driver, canceller, reported) =
-                    relayed_connect(&config, self.statement_cache_capacity).await?;
+                let (client, driver, canceller, reported) = relayed_connect(&config).await?;
                 (client, driver, canceller, reported, true)
             }
             _ => {
@@ -299,6 +298,7 @@ where
             ticket,
             host,
         )
+        .with_unnamed_statements(self.unnamed())
         .with_driver(driver)
         .with_reported_role(reported)
         .with_fleet_seat(seat);

@@ -23,7 +23,7 @@ use crate::managers::tokio_postgres::error::{BoxError, PgConfigError};
 use crate::managers::tokio_postgres::failover::HostEpochs;
 #[cfg(doc)]
 use crate::managers::tokio_postgres::{PgClient, PgError};
-use crate::PoolerMode;
+use crate::{PoolerMode, PoolerStatements};
 
 mod manage;
 #[cfg(unix)]
@@ -120,6 +120,7 @@ pub struct PostgresManager<Tls> {
     cancel_timeout: Duration,
     canceller: Canceller,
     pooler_mode: PoolerMode,
+    pooler_statements: PoolerStatements,
     /// An invalid budget is kept as its error, reported by `validate`.
     fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
     /// The fair share state of a valid budget with fair share on.
@@ -165,6 +166,7 @@ where
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             canceller,
             pooler_mode: PoolerMode::default(),
+            pooler_statements: PoolerStatements::default(),
             fleet: None,
             share: None,
             password: None,
@@ -260,28 +262,20 @@ impl<Tls> PostgresManager<Tls> {
         self
     }
 
-    /// Runs behind a transaction-mode pooler (PgBouncer, pgcat, Supavisor)
-    /// with [`PoolerMode::Transaction`]; [`PoolerMode::Session`] (the
-    /// default) is a direct connection.
+    /// Runs behind a transaction-mode pooler (PgBouncer, pgdog, pgcat,
+    /// Supavisor) with [`PoolerMode::Transaction`]; [`PoolerMode::Session`]
+    /// (the default) is a direct connection.
     ///
-    /// Under `Transaction`, no statement name reaches the server: each
-    /// connection goes through a statement relay in this process that sends
-    /// every statement as the unnamed one (so `prepare`,
-    /// [`PgClient::prepare_cached`], the driver's own `Client` methods and
-    /// transactions are all safe), and the pooled client runs queries given
-    /// as text (`conn.query(sql, params)`, `query_one`, `query_opt`,
-    /// `execute`) as unnamed statements in one round trip, the parameter
-    /// types learnt once per query text and connection (cached like
-    /// statements, see
-    /// [`statement_cache_capacity`](Self::statement_cache_capacity)). The
-    /// relay reads the plaintext protocol: under `sslmode=prefer` (the
-    /// default) the connection to the pooler is plaintext; with
-    /// `sslmode=require` the manager connects with TLS and without the relay,
-    /// and then only the text queries are unnamed and `prepare_cached` fails
-    /// with [`PgError::NamedStatementBehindPooler`]. Statements that set
-    /// session state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE
-    /// ... WITH HOLD`, advisory session locks, temporary tables) sent as text
-    /// through the pooled client are logged at `WARN`. See the
+    /// `Transaction` sets the session rules: statements that set session
+    /// state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE ... WITH
+    /// HOLD`, advisory session locks, temporary tables) sent as text through
+    /// the pooled client are logged at `WARN`, a `BEGIN` sent as text is
+    /// followed for the reset on return, and settings that need a session
+    /// are refused (below). Statements are handled as
+    /// [`pooler_statements`](Self::pooler_statements) says: by default
+    /// passed through as the driver names them, on the direct path, for
+    /// poolers that keep named statements (PgBouncer 1.21 or later with
+    /// `max_prepared_statements` above 0, pgdog). See the
     /// [module docs](super#behind-a-transaction-mode-pooler).
     ///
     /// The setter never fails, so it chains. Under `Transaction`,
@@ -307,6 +301,51 @@ impl<Tls> PostgresManager<Tls> {
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
         self.pooler_mode = mode;
+        self
+    }
+
+    /// What reaches a transaction-mode pooler of the statements the driver
+    /// prepares: [`PoolerStatements::PassThrough`] (the default) or
+    /// [`PoolerStatements::Unnamed`], for poolers that do not keep named
+    /// statements (PgBouncer before 1.21 or with
+    /// `max_prepared_statements = 0`).
+    ///
+    /// With `Unnamed`, no statement name reaches the server: each
+    /// connection goes through a statement relay in this process that sends
+    /// every statement as the unnamed one (so `prepare`,
+    /// [`PgClient::prepare_cached`], the driver's own `Client` methods,
+    /// `copy_in`/`copy_out` and transactions are all safe), and the pooled
+    /// client runs queries given as text (`conn.query(sql, params)`,
+    /// `query_one`, `query_opt`, `execute`) as unnamed statements in one
+    /// round trip, the parameter types learnt once per query text and
+    /// connection (cached like statements, see
+    /// [`statement_cache_capacity`](Self::statement_cache_capacity)). The
+    /// relay reads the plaintext protocol: under `sslmode=prefer` (the
+    /// default) the connection to the pooler is plaintext; with
+    /// `sslmode=require` the manager connects with TLS and without the
+    /// relay, and then only the text queries are unnamed and
+    /// `prepare_cached` fails with [`PgError::NamedStatementBehindPooler`].
+    ///
+    /// The setter never fails, so it chains: `Unnamed` without
+    /// [`PoolerMode::Transaction`] is a
+    /// [`PgConfigError::UnnamedOutsideTransactionMode`] from
+    /// [`validate`](Self::validate), which `Pool::new` returns.
+    ///
+    /// ```
+    /// use pool_core::managers::tokio_postgres::PostgresManager;
+    /// use pool_core::{PoolerMode, PoolerStatements};
+    ///
+    /// // PgBouncer 1.18 in transaction mode.
+    /// let pg: tokio_postgres::Config = "postgres://app@pgbouncer:6432/shop".parse()?;
+    /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
+    ///     .pooler_mode(PoolerMode::Transaction)
+    ///     .pooler_statements(PoolerStatements::Unnamed);
+    /// assert!(manager.validate().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn pooler_statements(mut self, statements: PoolerStatements) -> Self {
+        self.pooler_statements = statements;
         self
     }
 
@@ -452,11 +491,18 @@ impl<Tls> PostgresManager<Tls> {
     /// [`PgConfigError::FleetBudget`] for an invalid budget;
     /// [`PgConfigError::SessionResetBehindPooler`] for [`ResetMode::Clean`]
     /// and [`PgConfigError::FleetBudgetBehindPooler`] for a fleet budget,
-    /// each under [`PoolerMode::Transaction`]. Each error's text names both
+    /// each under [`PoolerMode::Transaction`];
+    /// [`PgConfigError::UnnamedOutsideTransactionMode`] for
+    /// [`PoolerStatements::Unnamed`] without it. Each error's text names both
     /// settings.
     pub fn validate(&self) -> Result<(), PgConfigError> {
         if let Some(Err(e)) = &self.fleet {
             return Err(PgConfigError::FleetBudget(e.clone()));
+        }
+        if self.pooler_statements == PoolerStatements::Unnamed
+            && self.pooler_mode != PoolerMode::Transaction
+        {
+            return Err(PgConfigError::UnnamedOutsideTransactionMode);
         }
         if self.pooler_mode == PoolerMode::Transaction {
             if self.reset_mode == ResetMode::Clean {
@@ -471,13 +517,16 @@ impl<Tls> PostgresManager<Tls> {
         Ok(())
     }
 
-    /// Whether connections go through the statement relay: in
-    /// [`PoolerMode::Transaction`], on a Unix platform, unless the config
-    /// requires TLS.
+    /// Whether statements reach the server unnamed: behind a
+    /// transaction-mode pooler that does not keep named ones.
+    fn unnamed(&self) -> bool {
+        crate::managers::pooler::relays(self.pooler_mode, self.pooler_statements)
+    }
+
+    /// Whether connections go through the statement relay: with unnamed
+    /// statements, on a Unix platform, unless the config requires TLS.
     fn relays(&self) -> bool {
-        cfg!(unix)
-            && self.pooler_mode == PoolerMode::Transaction
-            && self.config.get_ssl_mode() != SslMode::Require
+        cfg!(unix) && self.unnamed() && self.config.get_ssl_mode() != SslMode::Require
     }
 
     /// The pooler mode in force.
@@ -523,6 +572,7 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
             .field("statement_cache_capacity", &self.statement_cache_capacity)
             .field("cancel_timeout", &self.cancel_timeout)
             .field("pooler_mode", &self.pooler_mode)
+            .field("pooler_statements", &self.pooler_statements)
             .field("fleet_budget", &self.fleet)
             .field("password_provider", &self.password.is_some())
             .field("keepalives", &c.get_keepalives())

@@ -12,10 +12,6 @@ use crate::managers::tokio_postgres::client::ReportedRole;
 use crate::managers::tokio_postgres::driver::drive;
 use crate::managers::tokio_postgres::error::PgError;
 
-/// How many statements a relay keeps beyond the statement cache: those the
-/// caller prepared and still holds.
-const RELAY_SLACK: usize = 256;
-
 /// Where `config` points, in order: each host (or `hostaddr`) with its port.
 fn upstreams(config: &Config) -> Vec<Upstream> {
     let hosts = config.get_hosts();
@@ -45,7 +41,6 @@ fn upstreams(config: &Config) -> Vec<Upstream> {
 /// straight to that host.
 pub(super) async fn relayed_connect(
     config: &Config,
-    cache_capacity: usize,
 ) -> Result<(Client, tokio::task::JoinHandle<()>, Canceller, ReportedRole), PgError> {
     let keepalive = config.get_keepalives().then(|| Keepalive {
         idle: config.get_keepalives_idle(),
@@ -55,7 +50,7 @@ pub(super) async fn relayed_connect(
     let mut last = None;
     for upstream in upstreams(config) {
         let opened = async {
-            let stream = Relay::pair(&upstream, keepalive, cache_capacity + RELAY_SLACK)
+            let stream = Relay::pair(&upstream, keepalive)
                 .await
                 .map_err(PgError::Relay)?;
             Ok::<_, PgError>(config.connect_raw(stream, tokio_postgres::NoTls).await?)
