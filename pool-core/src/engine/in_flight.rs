@@ -112,10 +112,11 @@ impl<M: ManageConnection> Reservation<M> {
     }
 
     /// Gives the slot back after a failed connect that is reported to the
-    /// caller (`Pool::new`), without starting another connect for it.
+    /// caller (`Pool::new`), without starting another connect for it; a
+    /// `close` already waiting for the slot is woken, as by any free.
     pub(crate) fn abandon(mut self) {
         if let Some(slot) = self.slot.take() {
-            self.shared.slots.free(slot);
+            self.shared.give_back_slot(slot);
         }
     }
 

@@ -444,6 +444,33 @@ fn loom_free_races_close() {
     });
 }
 
+/// `Pool::new` failing: a later initial connect gives its slot back with
+/// `Reservation::abandon` while `close` (`shut`, then its wake-up armed,
+/// then the open count read) waits for it. The free is the same
+/// store-buffering pair as in `loom_free_races_close`, through the one
+/// path every free takes: either `close` sees the slot free, or the
+/// abandon sees the pool closed and wakes it. An abandon that freed the
+/// slot without the fence and the wake-up left `close` asleep for good.
+#[test]
+fn loom_abandon_races_close() {
+    loom::model(|| {
+        let shared = pool(1, 0);
+        let reservation = shared.reserve().expect("a free slot");
+        let abandoner = thread::spawn(move || reservation.abandon());
+        shared.shut();
+        let mut woken = std::pin::pin!(shared.drained.notified());
+        woken.as_mut().enable();
+        let drained = shared.drained_now();
+        abandoner.join().unwrap();
+        let woke = !poll_once(woken.as_mut());
+        assert!(
+            drained || woke,
+            "close saw the slot taken and the abandon did not wake it: close sleeps forever"
+        );
+        assert_eq!(shared.slots.open(), 0);
+    });
+}
+
 /// A shrinking `resize` racing a return that parks: the limit is lowered
 /// and the slots scanned, the return parks and then reads the limit.
 /// Either the return sees the lower bound and retires its connection, or
