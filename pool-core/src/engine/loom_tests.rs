@@ -248,8 +248,8 @@ fn loom_waiter_meets_leaving_connector() {
         assert!(shared.connector.claim(1, || 1), "one connector runs");
         let s = shared.clone();
         let connector = thread::spawn(move || {
-            let running = s.connector.adopt();
-            s.connector_done(running);
+            let place = crate::engine::connect::Place::adopt(s.clone());
+            s.connector_done(place);
         });
         let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
