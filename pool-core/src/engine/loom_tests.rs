@@ -282,6 +282,29 @@ fn loom_reservation_dropped_while_waiter_queues() {
     });
 }
 
+/// A connection on its way back (a `Returning`: a reset or hook in a
+/// task) stops counting as supply (closed, or past its grace) while a
+/// caller queues. The caller's demand is the waiters less the returning
+/// connections: either it sees the return gone and starts a connector,
+/// or the ending return sees it waiting and starts one; never neither
+/// (the caller would wait for a connection that is not coming).
+#[test]
+fn loom_return_ends_while_waiter_queues() {
+    loom::model(|| {
+        let shared = pool(2, 0);
+        let supply = crate::engine::in_flight::Returning::new(shared.clone());
+        let returner = thread::spawn(move || drop(supply));
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
+        assert!(poll_once(get.as_mut()), "nothing idle: it queues");
+        returner.join().unwrap();
+        assert!(
+            shared.connector.started() >= 1,
+            "a waiter is queued, no connection is coming back, and no connector was started"
+        );
+        drop(get);
+    });
+}
+
 /// Thread affinity (`affinity.rs`, `slots/parked.rs`): a thread parks the
 /// connection it returns (nobody waits) and then tries to take it back from
 /// its own list, while a checkout on another thread finds the stack empty
