@@ -69,6 +69,13 @@ use crate::engine::PooledConnection;
 /// The pool runs on tokio: connects, resets, hooks and the housekeeper are
 /// tokio tasks, and timeouts use tokio's clock (so `start_paused` tests
 /// control it).
+///
+/// A pool may outlive the runtime it was built on (one pool in a `static`
+/// used by one `#[tokio::test]` after another): its background tasks end
+/// with that runtime and start again on the one that uses the pool next.
+/// A connection may be returned on any thread, inside a runtime or not;
+/// where a slot is freed outside any runtime, a caller waiting is woken to
+/// ask for the connect from its own task.
 pub struct Pool<M: ManageConnection> {
     pub(crate) shared: Arc<Engine<M>>,
 }

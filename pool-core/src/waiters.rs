@@ -192,6 +192,31 @@ impl<T> WaiterQueue<T> {
         Ok(())
     }
 
+    /// Wakes the longest waiter without serving it: its task polls it
+    /// again and, still queued, asks the host for connections from there
+    /// ([`WaitHost::queued`]). For a slot freed where no connect can start
+    /// (a thread outside any runtime) and a connector cut off by its
+    /// runtime's shutdown: the waiter's own task runs where one can.
+    pub(crate) fn nudge(&self) {
+        if self.waiting() == 0 {
+            return;
+        }
+        let waker = {
+            let q = lock(&self.list);
+            let node = q.list.head();
+            if node.is_null() {
+                return;
+            }
+            // SAFETY: `node` is linked (it is the head), so valid while we
+            // hold the lock, under which its waker is read.
+            unsafe { (*node).waker.with_mut(|w| (*w).clone()) }
+        };
+        // Woken outside the lock, as in `offer`.
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
     /// Unlinks every node `due` picks, giving it `state`; returns their
     /// wakers and the earliest deadline left.
     fn unlink_where(

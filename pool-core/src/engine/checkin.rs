@@ -26,7 +26,7 @@ use std::time::Duration;
 use pool_api::ManageConnection;
 
 use crate::clock::Stamp;
-use crate::engine::in_flight::Floating;
+use crate::engine::in_flight::{Floating, Returning};
 use crate::engine::Engine;
 use crate::index_stack::PushRefused;
 use crate::slots::{Held, Occupied, Slot, State};
@@ -288,7 +288,12 @@ impl<M: ManageConnection> Engine<M> {
             return None;
         };
         let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
-        runtime.spawn(super::in_flight::reset_then_deliver(conn, dirty, held_for));
+        // Counted as supply from before the spawn (`in_flight.rs`, "On the
+        // way back"): a caller queuing now waits for it, not a connect.
+        let supply = Returning::new(self.clone());
+        runtime.spawn(super::in_flight::reset_then_deliver(
+            conn, supply, dirty, held_for,
+        ));
         None
     }
 

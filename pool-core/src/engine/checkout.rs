@@ -48,8 +48,11 @@ impl<M: ManageConnection> WaitHost<Held> for Arc<Engine<M>> {
     }
 
     fn queued(&self, rearm: bool) {
+        // Whether or not the deadline is earlier than the armed one: the
+        // sweeper that armed it may have ended with its runtime.
+        self.sweeper.ensure(self);
         if rearm {
-            self.sweeper.rearm(self);
+            self.sweeper.rearm();
         }
         self.request_connections();
     }

@@ -89,9 +89,11 @@ use crate::sync::{fence, AtomicU32, Ordering};
 /// # The store-buffering protocol
 ///
 /// A caller that queues increments the waiter count and then looks at
-/// `running` and the open count (in [`Engine::request_connections`]); a
-/// connector that stops decrements `running`, and a freed slot decrements
-/// the open count, and then look at the waiter count (the same function).
+/// `running`, `returning` and the open count (in
+/// [`Engine::request_connections`]); a connector that stops decrements
+/// `running`, a return that ends decrements `returning`, and a freed slot
+/// decrements the open count, and then look at the waiter count (the same
+/// function).
 /// Each side writes one count and reads the other's: without ordering,
 /// both could read the old value (a store buffer each) and the caller
 /// would wait for a connection nobody opens. `request_connections` starts
@@ -101,10 +103,23 @@ use crate::sync::{fence, AtomicU32, Ordering};
 /// accesses: loom models SeqCst fences, not SeqCst accesses.) The loom
 /// models `loom_waiter_meets_leaving_connector` and
 /// `loom_reservation_dropped_while_waiter_queues` check both pairs.
+///
+/// # Places
+///
+/// A claimed place is a [`Place`], made before the connector task is
+/// spawned and moved into it: dropping the task gives the place back,
+/// whether the task ends, panics, or is dropped before its first poll (a
+/// runtime shutting down drops the tasks spawned on it unpolled). A place
+/// counted out only by the task's own code stayed taken for good in that
+/// case, and after `max_concurrent_connects` such losses the pool never
+/// connected again.
 #[derive(Debug)]
 pub(crate) struct Connector {
     /// Connector tasks running (bounded by [`Engine::connect_limit`]).
     running: AtomicU32,
+    /// Connections on their way back to the idle set, counted as supply
+    /// for the callers waiting (see `Returning` in `engine/in_flight.rs`).
+    returning: AtomicU32,
     /// Connectors the model tests would have spawned (no runtime there).
     #[cfg(loom)]
     pub(crate) started: AtomicU32,
@@ -114,6 +129,7 @@ impl Connector {
     pub(crate) fn new() -> Self {
         Self {
             running: AtomicU32::new(0),
+            returning: AtomicU32::new(0),
             #[cfg(loom)]
             started: AtomicU32::new(0),
         }
@@ -121,7 +137,7 @@ impl Connector {
 
     /// Claims a connector place while fewer than `limit` run and fewer
     /// than `demand()` connections are wanted; `true`: the caller starts a
-    /// connector holding it (see [`Connector::adopt`]).
+    /// connector holding it (a [`Place`]).
     pub(crate) fn claim(&self, limit: u32, demand: impl Fn() -> u32) -> bool {
         loop {
             // Relaxed: the read of the store-buffering protocol (see the
@@ -147,15 +163,40 @@ impl Connector {
         self.running.load(Ordering::Relaxed) < limit
     }
 
+    /// A connection started on its way back to the idle set.
+    pub(crate) fn returning_started(&self) {
+        // Relaxed: a caller that misses it opens one connection too many
+        // at worst (what it did before returns were counted).
+        self.returning.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection on its way back arrived, was closed, or took longer
+    /// than the grace; the caller looks at the demand again next.
+    pub(crate) fn returning_ended(&self) {
+        // Relaxed: the returner's write in the store-buffering protocol
+        // (see the type docs), ordered by the fence of the
+        // `request_connections` that follows it.
+        self.returning.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Connections on their way back now (read after the fence in
+    /// `request_connections`, or as a hint).
+    fn returning(&self) -> u32 {
+        self.returning.load(Ordering::Relaxed)
+    }
+
     /// Connectors running now (a hint: see [`Engine::wants_another`]).
     fn running(&self) -> u32 {
         self.running.load(Ordering::Relaxed)
     }
 
-    /// Takes over a place [`claim`](Self::claim) reserved; dropping the
-    /// result gives it back.
-    pub(crate) fn adopt(&self) -> Running<'_> {
-        Running(self)
+    /// Gives back a place [`claim`](Self::claim) reserved (a [`Place`]'s
+    /// drop).
+    fn leave(&self) {
+        // Relaxed: the connector's write in the store-buffering protocol
+        // (see the type docs), ordered by the fence that
+        // `Engine::connector_done` reaches next in `request_connections`.
+        self.running.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Connectors the model tests would have spawned.
@@ -165,15 +206,37 @@ impl Connector {
     }
 }
 
-/// A connector's place, counted out when it ends, however it ends.
-pub(crate) struct Running<'a>(&'a Connector);
+/// A connector's place, claimed by [`Connector::claim`] and owned by the
+/// connector task from before its spawn (see `Connector`, "Places"):
+/// counted out when dropped, however the task ends, or if it never runs.
+pub(crate) struct Place<M: ManageConnection> {
+    shared: Arc<Engine<M>>,
+    /// Set by [`Engine::connector_done`]: the connector ended on its own
+    /// and looks at the demand again itself.
+    done: bool,
+}
 
-impl Drop for Running<'_> {
+impl<M: ManageConnection> Place<M> {
+    /// Takes over a place [`Connector::claim`] reserved.
+    pub(crate) fn adopt(shared: Arc<Engine<M>>) -> Self {
+        Self {
+            shared,
+            done: false,
+        }
+    }
+}
+
+impl<M: ManageConnection> Drop for Place<M> {
     fn drop(&mut self) {
-        // Relaxed: the connector's write in the store-buffering protocol
-        // (see `Connector`), ordered by the fence that
-        // `Engine::connector_done` reaches next in `request_connections`.
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.shared.connector.leave();
+        if !self.done {
+            // Cut off (its runtime is shutting down, dropping the task):
+            // a caller it would have served may wait on another runtime.
+            // Wake the longest waiter to ask again from its own task; not
+            // a request from here, which on a runtime shutting down would
+            // spawn a connector only to drop it at once, back here.
+            self.shared.waiters.nudge();
+        }
     }
 }
 
@@ -190,12 +253,16 @@ pub(crate) enum AfterFailure {
 }
 
 impl<M: ManageConnection> Engine<M> {
-    /// Connections wanted now: one per waiter, plus, while the pool has
+    /// Connections wanted now: one per waiter not covered by a connection
+    /// on its way back (see `Returning`), plus, while the pool has
     /// handles, the larger of the shortfall below `min_size` (open
     /// connections) and the shortfall below `min_idle` (idle ones; counted
     /// only when `min_idle` is set, as it adds up the slots).
     pub(crate) fn demand(&self) -> u32 {
-        let waiting = self.waiters.waiting();
+        let waiting = self
+            .waiters
+            .waiting()
+            .saturating_sub(self.connector.returning());
         if !self.has_handles() {
             return waiting;
         }
@@ -293,8 +360,17 @@ impl<M: ManageConnection> Engine<M> {
             }
             #[cfg(not(loom))]
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // No runtime on this thread (a slot freed on a plain
+                // thread): no connector can start here. Wake the longest
+                // waiter instead; its task, on its own runtime, asks again
+                // from there (`WaitHost::queued`).
+                self.waiters.nudge();
                 return;
             };
+            // The housekeeper of a pool whose runtime ended starts again on
+            // this one (`spawn_once`); one load while it runs.
+            #[cfg(not(loom))]
+            self.ensure_housekeeper();
             // The bound only once a connector could start: a full pool (a
             // caller queueing behind busy connections) returns above
             // without reading it.
@@ -306,15 +382,25 @@ impl<M: ManageConnection> Engine<M> {
             #[cfg(loom)]
             self.connector.started.fetch_add(1, Ordering::Relaxed);
             #[cfg(not(loom))]
-            runtime.spawn(connector(self.clone()));
+            {
+                let task = runtime.spawn(connector(Place::adopt(self.clone())));
+                // Finished already: a runtime shutting down dropped it
+                // unpolled, its place with it. Claiming again would only
+                // spawn and lose the next one, in a loop; a connector that
+                // really ran and finished asked again itself.
+                if task.is_finished() {
+                    return;
+                }
+            }
         }
     }
 
     /// A connector ends: counts it out, then looks at the demand again. A
     /// caller that queued while it was leaving saw it still running and
     /// started none (the store-buffering protocol, see `Connector`).
-    pub(crate) fn connector_done(self: &Arc<Self>, running: Running<'_>) {
-        drop(running);
+    pub(crate) fn connector_done(self: &Arc<Self>, mut place: Place<M>) {
+        place.done = true;
+        drop(place);
         self.request_connections();
     }
 
@@ -443,10 +529,10 @@ impl<M: ManageConnection> Engine<M> {
 
 /// One connector task; see the module docs.
 #[cfg_attr(loom, allow(dead_code))]
-async fn connector<M: ManageConnection>(shared: Arc<Engine<M>>) {
-    let running = shared.connector.adopt();
+async fn connector<M: ManageConnection>(place: Place<M>) {
+    let shared = place.shared.clone();
     open_while_wanted(&shared).await;
-    shared.connector_done(running);
+    shared.connector_done(place);
 }
 
 #[cfg_attr(loom, allow(dead_code))]
@@ -540,16 +626,14 @@ mod tests {
     fn a_place_is_claimed_only_within_the_limit_and_the_demand() {
         let c = Connector::new();
         assert!(c.claim(2, || 5));
-        let first = c.adopt();
         assert!(c.claim(2, || 5));
-        let second = c.adopt();
         assert!(!c.claim(2, || 5), "two run: the limit is reached");
         assert!(!c.has_room(2));
-        drop(first);
+        c.leave();
         assert!(c.has_room(2));
         assert!(!c.claim(2, || 1), "one runs and one is wanted: none more");
         assert_eq!(c.running(), 1);
-        drop(second);
+        c.leave();
         assert_eq!(
             c.running(),
             0,

@@ -28,7 +28,7 @@ use pool_api::ManageConnection;
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::engine::in_flight::Floating;
+use crate::engine::in_flight::{Floating, Returning};
 use crate::engine::Engine;
 use crate::slots::{Occupied, State};
 use crate::stats::Reason;
@@ -40,13 +40,13 @@ const MAX_TICK: Duration = Duration::from_secs(1);
 /// The housekeeper's handle in the pool: whether its task runs.
 #[derive(Debug)]
 pub(crate) struct Housekeeper {
-    started: AtomicU32,
+    started: Arc<AtomicU32>,
 }
 
 impl Housekeeper {
     pub(crate) fn new() -> Self {
         Self {
-            started: AtomicU32::new(0),
+            started: Arc::new(AtomicU32::new(0)),
         }
     }
 
@@ -159,15 +159,20 @@ impl<M: ManageConnection> Engine<M> {
             // ping is cancelled or fails.
             self.slots.slot(&h).set(State::InUse);
             let mut conn = Floating::new(self.clone(), h, Reason::Validation);
+            // Idle again in a moment: supply for a caller queuing meanwhile
+            // (`in_flight.rs`, "On the way back"), counted before the spawn.
+            let mut supply = Returning::new(self.clone());
             let limit = self.config.validation_timeout();
             pings.spawn(async move {
                 let shared = conn.shared().clone();
                 let name = shared.config.name();
-                match tokio::time::timeout(limit, shared.manager.is_valid(conn.conn_mut())).await {
+                let ping = tokio::time::timeout(limit, shared.manager.is_valid(conn.conn_mut()));
+                match supply.within_grace(ping).await {
                     Ok(Ok(())) => {
                         let mut h = conn.land();
                         h.entry.last_ping = shared.clock.now();
                         shared.deliver(h);
+                        drop(supply);
                     }
                     Ok(Err(e)) => {
                         tracing::info!(pool = name, error = %e, "keepalive ping failed; closing connection");
@@ -204,12 +209,21 @@ impl<M: ManageConnection> Engine<M> {
     }
 }
 
-/// Spawns the task `make` builds, unless `started` says it already was;
-/// does nothing outside a tokio runtime (the next call from inside one
-/// starts it). Inlined: every waiting checkout calls it, and the task is
-/// almost always running.
+/// Spawns the task `make` builds, unless `started` says it runs; does
+/// nothing outside a tokio runtime (the next call from inside one starts
+/// it). Inlined: every waiting checkout calls it, and the task is almost
+/// always running.
+///
+/// The flag is held by a [`Started`] that lives in the task's future: when
+/// the runtime drops the task (it shut down, whether the task was polled
+/// or not) the flag falls back, and the next call, from the runtime that
+/// uses the pool now, starts the task there. A flag set for good left a
+/// pool used on a second runtime (one pool in a `static` shared by tests,
+/// each on its runtime) with no task: waiters never timed out and nothing
+/// was refilled. A task that ends on its own (the pool closed or gone)
+/// keeps the flag: nothing is left for it to do.
 #[inline]
-pub(crate) fn spawn_once<F>(started: &AtomicU32, make: impl FnOnce() -> F)
+pub(crate) fn spawn_once<F>(started: &Arc<AtomicU32>, make: impl FnOnce() -> F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -220,7 +234,7 @@ where
 }
 
 #[cold]
-fn spawn_first<F>(started: &AtomicU32, make: impl FnOnce() -> F)
+fn spawn_first<F>(started: &Arc<AtomicU32>, make: impl FnOnce() -> F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -231,7 +245,45 @@ where
         .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
     {
-        runtime.spawn(make());
+        // Made before the spawn and moved into the future: a task dropped
+        // unpolled drops it too.
+        let flag = Started {
+            flag: started.clone(),
+            ended: false,
+        };
+        let task = make();
+        runtime.spawn(async move {
+            task.await;
+            flag.keep();
+        });
+    }
+}
+
+/// A background task's "started" flag, held by its future (see
+/// [`spawn_once`]): cleared when the future is dropped before the task
+/// ended on its own.
+struct Started {
+    flag: Arc<AtomicU32>,
+    /// The task ended on its own: the flag stays set.
+    ended: bool,
+}
+
+impl Started {
+    /// The task ended on its own: leaves the flag set. (A method taking
+    /// the value, so the task's future owns the whole guard: an
+    /// assignment to the field alone would have captured a copy of the
+    /// `bool` and left the guard to drop at the spawn.)
+    fn keep(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if !self.ended {
+            // Relaxed: as in `spawn_once`.
+            self.flag.store(0, Ordering::Relaxed);
+        }
     }
 }
 

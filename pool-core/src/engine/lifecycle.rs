@@ -1,8 +1,8 @@
 //! The pool's life as a whole: its first connections (`open_initial`,
 //! for `Pool::new`) and one added from outside (`add`), closing,
 //! resizing, retiring everything (`soft_evict_all`, `retain`), suspending,
-//! and the one way a slot is given back (`free_slot`, after `evict`
-//! closed its connection).
+//! and the one way a slot is given back (`give_back_slot`, through
+//! `free_slot` after `evict` closed its connection).
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -20,18 +20,28 @@ use crate::sync::{fence, Ordering};
 impl<M: ManageConnection> Engine<M> {
     /// Gives a slot back. Called after the connection in it was dropped and
     /// uncounted, so the bound counts the closing connection until it is
-    /// really gone.
+    /// really gone. A pool still open asks for a connection for it.
     pub(crate) fn free_slot(self: &Arc<Self>, slot: Vacant) {
-        if self.release_slot(slot) {
-            self.drained.notify_waiters();
-        } else {
+        if !self.give_back_slot(slot) {
             self.request_connections();
         }
     }
 
-    /// The synchronous half of [`free_slot`](Self::free_slot): frees the
-    /// slot and says whether the pool is closed, in which case `close` may
-    /// be waiting for this very slot and must be woken.
+    /// Gives a slot back without asking for a connection for it (`Pool::new`
+    /// failing: a refill would only delay its error), else exactly as
+    /// [`free_slot`](Self::free_slot): after close, `close` is woken. Every
+    /// free of a slot goes through here. True if the pool is closed.
+    pub(crate) fn give_back_slot(&self, slot: Vacant) -> bool {
+        let closed = self.release_slot(slot);
+        if closed {
+            self.drained.notify_waiters();
+        }
+        closed
+    }
+
+    /// The synchronous half of [`give_back_slot`](Self::give_back_slot):
+    /// frees the slot and says whether the pool is closed, in which case
+    /// `close` may be waiting for this very slot and must be woken.
     ///
     /// The free and `close` are a store-buffering pair: each writes one
     /// word (`open` here, `CLOSED` there) and then reads the other's. With

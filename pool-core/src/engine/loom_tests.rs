@@ -248,8 +248,8 @@ fn loom_waiter_meets_leaving_connector() {
         assert!(shared.connector.claim(1, || 1), "one connector runs");
         let s = shared.clone();
         let connector = thread::spawn(move || {
-            let running = s.connector.adopt();
-            s.connector_done(running);
+            let place = crate::engine::connect::Place::adopt(s.clone());
+            s.connector_done(place);
         });
         let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");
@@ -277,6 +277,29 @@ fn loom_reservation_dropped_while_waiter_queues() {
         assert!(
             shared.connector.started() >= 1,
             "a waiter is queued with a free slot and no connector"
+        );
+        drop(get);
+    });
+}
+
+/// A connection on its way back (a `Returning`: a reset or hook in a
+/// task) stops counting as supply (closed, or past its grace) while a
+/// caller queues. The caller's demand is the waiters less the returning
+/// connections: either it sees the return gone and starts a connector,
+/// or the ending return sees it waiting and starts one; never neither
+/// (the caller would wait for a connection that is not coming).
+#[test]
+fn loom_return_ends_while_waiter_queues() {
+    loom::model(|| {
+        let shared = pool(2, 0);
+        let supply = crate::engine::in_flight::Returning::new(shared.clone());
+        let returner = thread::spawn(move || drop(supply));
+        let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
+        assert!(poll_once(get.as_mut()), "nothing idle: it queues");
+        returner.join().unwrap();
+        assert!(
+            shared.connector.started() >= 1,
+            "a waiter is queued, no connection is coming back, and no connector was started"
         );
         drop(get);
     });
@@ -441,6 +464,33 @@ fn loom_free_races_close() {
             drained || woke,
             "close saw a slot open and the free saw the pool open: close sleeps forever"
         );
+    });
+}
+
+/// `Pool::new` failing: a later initial connect gives its slot back with
+/// `Reservation::abandon` while `close` (`shut`, then its wake-up armed,
+/// then the open count read) waits for it. The free is the same
+/// store-buffering pair as in `loom_free_races_close`, through the one
+/// path every free takes: either `close` sees the slot free, or the
+/// abandon sees the pool closed and wakes it. An abandon that freed the
+/// slot without the fence and the wake-up left `close` asleep for good.
+#[test]
+fn loom_abandon_races_close() {
+    loom::model(|| {
+        let shared = pool(1, 0);
+        let reservation = shared.reserve().expect("a free slot");
+        let abandoner = thread::spawn(move || reservation.abandon());
+        shared.shut();
+        let mut woken = std::pin::pin!(shared.drained.notified());
+        woken.as_mut().enable();
+        let drained = shared.drained_now();
+        abandoner.join().unwrap();
+        let woke = !poll_once(woken.as_mut());
+        assert!(
+            drained || woke,
+            "close saw the slot taken and the abandon did not wake it: close sleeps forever"
+        );
+        assert_eq!(shared.slots.open(), 0);
     });
 }
 

@@ -29,7 +29,7 @@
 //! | `engine/lifecycle.rs` | the pool as a whole: `open_initial`, `add`, `close`, `shut`, `resize`, `soft_evict_all`, `retain`, suspend and resume, `evict`, `free_slot` |
 //! | `engine/housekeeper.rs` | the housekeeper task: idle and lifetime retirement, keepalive pings, refill, the leak scan |
 //! | `engine/sweeper.rs` | the sweeper task: times out waiters past their deadline |
-//! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect), `reset_then_deliver` |
+//! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect), `Returning` (a connection on its way back, counted as supply), `reset_then_deliver` |
 //! | `engine/loom_tests.rs`, `engine/count_tests.rs` | loom models of the real engine (`--cfg loom`); the pool's reference count under parking |
 //! | `slots.rs`, `slots/slot.rs`, `entry.rs` | leaf: the slots, the idle stack and the free list; the tokens `Occupied`, `Held` and `Vacant`; one slot's state; what the pool knows about a connection |
 //! | `slots/parked.rs` | leaf: a connection parked in its own slot, claimed by a CAS on the slot's state; the ordering against queuing and closing |
@@ -127,7 +127,9 @@
 //! **Returns** (`engine/checkin.rs`): broken or expired connections are closed; dirty
 //! ones (`needs_reset`), or any when an `after_release` hook runs, are reset
 //! in a spawned task before anyone can get them; clean ones are delivered
-//! inline.
+//! inline. A connection in such a task counts as supply for the callers
+//! waiting, for a short grace: a caller queuing meanwhile waits for it
+//! rather than start a connect beside it.
 //!
 //! **Hooks cost only their phase**: `after_connect` runs inside the connect;
 //! `before_acquire` sends checkouts to the slow path and `after_release`

@@ -23,23 +23,30 @@ use crate::sync::AtomicU32;
 #[derive(Debug)]
 pub(crate) struct Sweeper {
     wake: Arc<Notify>,
-    started: AtomicU32,
+    started: Arc<AtomicU32>,
 }
 
 impl Sweeper {
     pub(crate) fn new() -> Self {
         Self {
             wake: Arc::new(Notify::new()),
-            started: AtomicU32::new(0),
+            started: Arc::new(AtomicU32::new(0)),
         }
     }
 
-    /// Tells the sweeper (starting it if needed) that a waiter with an
-    /// earlier deadline than it sleeps until has queued.
-    pub(crate) fn rearm<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
+    /// Starts the sweeper if it does not run (a new pool, or one whose
+    /// runtime ended: see `spawn_once`). A sweeper that starts sweeps at
+    /// once, and so learns every deadline already queued.
+    #[inline]
+    pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
         spawn_once(&self.started, || {
             sweep(Arc::downgrade(shared), self.wake.clone())
         });
+    }
+
+    /// Tells the sweeper that a waiter with an earlier deadline than it
+    /// sleeps until has queued.
+    pub(crate) fn rearm(&self) {
         self.wake.notify_one();
     }
 

@@ -23,8 +23,12 @@ pub(crate) trait WaitHost<T> {
     fn flag_waiting(&self) -> Result<(), Handed<T>>;
     /// Called under the queue's lock when it empties: clears the mark.
     fn unflag_waiting(&self);
-    /// Called once, right after the waiter queued (outside the lock):
-    /// `rearm` when the sweeper must be told of an earlier deadline.
+    /// Called right after the waiter queued (outside the lock), `rearm`
+    /// when the sweeper must be told of an earlier deadline; and again,
+    /// without `rearm`, each time the waiter is polled while still queued
+    /// (woken by [`WaiterQueue::nudge`], or by its task for something
+    /// else), so that what only a task can start is asked for from the
+    /// waiter's own.
     fn queued(&self, rearm: bool);
     /// Takes back a value handed to a waiter that left without it.
     fn orphaned(&self, value: T);
@@ -147,21 +151,26 @@ impl<T, H: WaitHost<T>> Future for Waiter<'_, T, H> {
                     return Poll::Ready(Handed::Failed);
                 }
                 QUEUED => {
-                    // Still queued (woken for something else): refresh the
-                    // waker unless the stored one wakes the same task.
-                    let list = lock(&this.host.queue().list);
-                    // Acquire: as above (the lock orders it too).
-                    if this.node.state.load(Ordering::Acquire) != QUEUED {
-                        // Ended meanwhile: read the outcome.
-                        drop(list);
-                        continue;
-                    }
-                    // SAFETY: the node is linked and we hold the lock.
-                    this.node.waker.with_mut(|w| unsafe {
-                        if !(*w).as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                            *w = Some(cx.waker().clone());
+                    // Still queued (nudged, or woken for something else):
+                    // refresh the waker unless the stored one wakes the
+                    // same task.
+                    {
+                        let list = lock(&this.host.queue().list);
+                        // Acquire: as above (the lock orders it too).
+                        if this.node.state.load(Ordering::Acquire) != QUEUED {
+                            // Ended meanwhile: read the outcome.
+                            drop(list);
+                            continue;
                         }
-                    });
+                        // SAFETY: the node is linked and we hold the lock.
+                        this.node.waker.with_mut(|w| unsafe {
+                            if !(*w).as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                                *w = Some(cx.waker().clone());
+                            }
+                        });
+                    }
+                    // Ask again from this task (outside the lock).
+                    this.host.queued(false);
                     return Poll::Pending;
                 }
                 _ => {

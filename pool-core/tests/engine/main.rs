@@ -15,6 +15,8 @@ mod bound;
 mod cancel;
 mod close;
 #[cfg(feature = "tokio-clock")]
+mod cold_paths;
+#[cfg(feature = "tokio-clock")]
 mod construction;
 mod coop;
 #[cfg(feature = "tokio-clock")]
