@@ -150,7 +150,7 @@ pub(super) async fn reset_then_deliver<M: ManageConnection>(
         match tokio::time::timeout(limit, shared.manager.reset(conn.conn_mut())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::warn!(pool = name, error = %e, "reset failed; closing connection");
+                tracing::warn!(pool = name, error = %crate::error_chain::ErrorChain(&e), "reset failed; closing connection");
                 return; // `conn` closes it (ResetFailed)
             }
             Err(_) => {

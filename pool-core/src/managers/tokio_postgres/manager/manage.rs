@@ -73,7 +73,10 @@ where
                 if let Some(provider) = password {
                     config.password(provider().await?);
                 }
-                let (client, connection) = config.connect(tls).await?;
+                let (client, connection) = config
+                    .connect(tls)
+                    .await
+                    .map_err(|e| PgError::connect_failed(&config, e))?;
                 tokio::spawn(drive(connection));
                 Ok(Box::new(TokioControl(client)) as Box<dyn ControlSession>)
             })
@@ -104,7 +107,7 @@ where
     /// cure them, so callers fail fast with the first one.
     fn is_permanent_error(&self, error: &PgError) -> bool {
         match error {
-            PgError::Db(e) => e
+            PgError::Db(e) | PgError::Connect { error: e, .. } => e
                 .code()
                 .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
             PgError::Config(_) => true,
@@ -147,11 +150,19 @@ where
             #[cfg(unix)]
             true => {
                 let (client, driver, canceller, reported) =
-                    relayed_connect(&config, self.statement_cache_capacity).await?;
+                    relayed_connect(&config, self.statement_cache_capacity)
+                        .await
+                        .map_err(|e| match e {
+                            PgError::Db(e) => PgError::connect_failed(&config, e),
+                            e => e,
+                        })?;
                 (client, driver, canceller, reported, true)
             }
             _ => {
-                let (client, connection) = config.connect(self.tls.clone()).await?;
+                let (client, connection) = config
+                    .connect(self.tls.clone())
+                    .await
+                    .map_err(|e| PgError::connect_failed(&config, e))?;
                 let reported = ReportedRole::from_params(
                     connection.parameter("in_hot_standby"),
                     connection.parameter("default_transaction_read_only"),
