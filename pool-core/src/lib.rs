@@ -113,6 +113,7 @@ mod clock;
 mod coop;
 mod engine;
 mod entry;
+mod error_chain;
 #[cfg(feature = "metrics")]
 mod export;
 mod health;

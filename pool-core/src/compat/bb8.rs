@@ -49,6 +49,8 @@ use std::fmt;
 
 use pool_api::{async_trait, ManageConnection};
 
+use crate::error_chain::ErrorChain;
+
 /// Runs the bb8 manager `M` in this pool; its connections are handed out
 /// unchanged.
 pub struct Bb8Manager<M> {
@@ -102,7 +104,10 @@ where
 
 /// An error from a bb8 manager.
 ///
-/// `Display` is `bb8 manager failed: <the cause's own message>`; inside a
+/// `Display` is `bb8 manager failed: <the cause's own message>`, followed
+/// by the messages of the cause's own `source()` chain that its message
+/// leaves out (`bb8 manager failed: db error: FATAL: password authentication
+/// failed for user "app"`, where a driver prints only `db error`); inside a
 /// [`PoolError`](crate::PoolError) the pool adds what it was doing
 /// (`connect failed: bb8 manager failed: connection refused`).
 /// [`source`](Error::source) returns the cause. Take the original back
@@ -127,9 +132,9 @@ impl<E: fmt::Debug> fmt::Debug for Bb8Error<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for Bb8Error<E> {
+impl<E: Error + 'static> fmt::Display for Bb8Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bb8 manager failed: {}", self.0)
+        write!(f, "bb8 manager failed: {}", ErrorChain(&self.0))
     }
 }
 

@@ -60,6 +60,8 @@ use std::time::Instant;
 use deadpool::managed::{Manager, Metrics, RecycleError};
 use pool_api::{async_trait, ManageConnection};
 
+use crate::error_chain::ErrorChain;
+
 /// When the adapter calls the deadpool manager's `recycle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -228,14 +230,16 @@ impl<E> DeadpoolError<E> {
     }
 }
 
-/// `deadpool manager failed: <the cause's own message>`, or `deadpool
+/// `deadpool manager failed: <the cause's own message>` (followed by the
+/// messages of the cause's own `source()` chain that its message leaves
+/// out, as a driver that prints only `db error` does), or `deadpool
 /// manager refused to recycle: <message>`; inside a
 /// [`PoolError`](crate::PoolError) the pool adds what it was doing
 /// (`connect failed: deadpool manager failed: connection refused`).
-impl<E: fmt::Display> fmt::Display for DeadpoolError<E> {
+impl<E: Error + 'static> fmt::Display for DeadpoolError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeadpoolError::Backend(e) => write!(f, "deadpool manager failed: {e}"),
+            DeadpoolError::Backend(e) => write!(f, "deadpool manager failed: {}", ErrorChain(e)),
             DeadpoolError::Recycle(msg) => write!(f, "deadpool manager refused to recycle: {msg}"),
         }
     }

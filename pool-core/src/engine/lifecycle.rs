@@ -360,7 +360,7 @@ impl<M: ManageConnection> Engine<M> {
         let started = Instant::now();
         let opened = match self.open().await {
             Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
-                tracing::warn!(pool = self.config.name(), error = %e, "connect failed; retrying once");
+                tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&e), "connect failed; retrying once");
                 self.count_creation_error();
                 self.open().await
             }

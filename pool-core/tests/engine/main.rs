@@ -46,6 +46,8 @@ mod housekeeper;
 mod leak;
 mod lifo;
 #[cfg(feature = "tokio-clock")]
+mod log_causes;
+#[cfg(feature = "tokio-clock")]
 mod metric_names;
 #[cfg(feature = "tokio-clock")]
 mod metrics_export;

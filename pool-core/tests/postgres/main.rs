@@ -8,6 +8,7 @@
 mod support;
 
 mod cluster_support;
+mod connect_errors;
 mod hosts;
 mod tokio_postgres_abandoned;
 mod tokio_postgres_credentials;

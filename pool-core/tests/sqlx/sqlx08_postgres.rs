@@ -24,3 +24,6 @@ mod dropin;
 
 #[path = "../sqlx_shared/pg_options.rs"]
 mod options;
+
+#[path = "../sqlx_shared/pg_errors.rs"]
+mod errors;

@@ -1,11 +1,15 @@
 //! [`Transaction`]: an owned transaction on a pooled connection, from
 //! `Pool::begin`.
 
+use std::borrow::Cow;
+use std::error::Error as StdError;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use super::backend::SqlxConnection;
 use super::driver::Error;
+use super::driver_core::error::{DatabaseError, ErrorKind};
 use super::driver_core::transaction::TransactionManager;
 use super::reset::Tm;
 use super::SqlxManager;
@@ -192,8 +196,11 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
 /// in your own code):
 /// `PoolError::Timeout` is `sqlx::Error::PoolTimedOut`, `Closed` is
 /// `PoolClosed`, `Backend(e)` is `e`, and `ConnectFailed(e)` (fail fast) is
-/// `e` when this caller holds the only reference, else an `Io` error with
-/// its message.
+/// `e` when this caller holds the only reference, else the same variant
+/// with the same text: a `Database` error whose `code()`, `message()`,
+/// `kind()`, `constraint()` and `table()` are the original's (only a
+/// downcast to the driver's own type, `PgDatabaseError` and the like, needs
+/// the only reference), an `Io` error of the same `kind()`, and so on.
 ///
 /// `PoolTimedOut` carries nothing, so the timeout's details (how long, in
 /// which phase, the pool's counts, the last connect error) are logged at
@@ -202,12 +209,115 @@ impl<C: SqlxConnection> Pool<SqlxManager<C>> {
 pub fn into_sqlx_error(error: PoolError<Error>) -> Error {
     match error {
         PoolError::Backend(e) => e,
-        PoolError::ConnectFailed(e) => std::sync::Arc::try_unwrap(e)
-            .unwrap_or_else(|e| Error::Io(std::io::Error::other(e.to_string()))),
+        PoolError::ConnectFailed(e) => Arc::try_unwrap(e).unwrap_or_else(shared_copy),
         PoolError::Closed => Error::PoolClosed,
         e => {
             tracing::debug!(error = %e, "checkout for a sqlx call failed");
             Error::PoolTimedOut
         }
+    }
+}
+
+/// The error several callers share (one failed connect reaching them all,
+/// fail fast), as a `sqlx::Error` of this caller's own: the same variant,
+/// whose part inside is [`Shared`], so its text, its `source()` and what
+/// code matches on (`Database` with its SQLSTATE, `Io` with its kind) are
+/// those of the original.
+fn shared_copy(e: Arc<Error>) -> Error {
+    match &*e {
+        Error::Database(_) => Error::Database(Box::new(Shared(e))),
+        Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), Shared(e))),
+        Error::Configuration(_) => Error::Configuration(Box::new(Shared(e))),
+        Error::Tls(_) => Error::Tls(Box::new(Shared(e))),
+        Error::Protocol(text) => Error::Protocol(text.clone()),
+        Error::PoolTimedOut => Error::PoolTimedOut,
+        Error::PoolClosed => Error::PoolClosed,
+        Error::WorkerCrashed => Error::WorkerCrashed,
+        Error::RowNotFound => Error::RowNotFound,
+        // Nothing a connect fails with: the nearest variant that carries
+        // a text of its own.
+        other => Error::Protocol(other.to_string()),
+    }
+}
+
+/// The part inside a shared `sqlx::Error` (the boxed cause of
+/// `Configuration` or `Tls`, the `io::Error` of `Io`, the database's error
+/// of `Database`), shown and sourced as the original's.
+struct Shared(Arc<Error>);
+
+impl Shared {
+    /// The part of the original error this stands for.
+    fn part(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        match &*self.0 {
+            Error::Configuration(e) | Error::Tls(e) => &**e,
+            Error::Io(e) => e,
+            Error::Database(e) => e.as_error(),
+            other => other,
+        }
+    }
+
+    /// The database's error, when the original is one.
+    fn db(&self) -> Option<&dyn DatabaseError> {
+        match &*self.0 {
+            Error::Database(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.part(), f)
+    }
+}
+
+impl fmt::Display for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.part(), f)
+    }
+}
+
+impl StdError for Shared {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.part().source()
+    }
+}
+
+impl DatabaseError for Shared {
+    fn message(&self) -> &str {
+        self.db().map_or("", |db| db.message())
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        self.db().and_then(|db| db.code())
+    }
+
+    fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+        self
+    }
+
+    fn is_transient_in_connect_phase(&self) -> bool {
+        self.db()
+            .is_some_and(|db| db.is_transient_in_connect_phase())
+    }
+
+    fn constraint(&self) -> Option<&str> {
+        self.db().and_then(|db| db.constraint())
+    }
+
+    fn table(&self) -> Option<&str> {
+        self.db().and_then(|db| db.table())
+    }
+
+    fn kind(&self) -> ErrorKind {
+        self.db().map_or(ErrorKind::Other, |db| db.kind())
     }
 }

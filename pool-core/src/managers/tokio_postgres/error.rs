@@ -4,6 +4,10 @@
 use std::error::Error;
 use std::fmt;
 
+use tokio_postgres::config::Host;
+use tokio_postgres::Config;
+
+use crate::error_chain::ErrorChain;
 use crate::managers::fleet::{FleetBudgetConfigError, FleetBudgetExhausted};
 
 use super::ResetMode;
@@ -13,13 +17,28 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// Why opening, checking or resetting a connection failed.
 ///
-/// `Display` is the driver's own text for [`Db`](Self::Db); the other cases
-/// say what failed. Never shows a password.
+/// `Display` names the cause: for [`Connect`](Self::Connect) where the
+/// connect went and the driver's text with its causes (`connect to
+/// 127.0.0.1:5433 failed: db error: FATAL: password authentication failed
+/// for user "app"`), for [`Db`](Self::Db) the driver's text with its causes
+/// (`db error: ERROR: relation "t" does not exist`); the other cases say
+/// what failed. Never shows a password.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum PgError {
-    /// The driver or the server failed.
+    /// The driver or the server failed, on an open connection.
     Db(tokio_postgres::Error),
+    /// Opening the connection failed (refused, unreachable, a refused login,
+    /// a database that does not exist): the driver's error, with where the
+    /// connect went. [`as_db`](PgError::as_db) returns the driver's error,
+    /// and so does `source()`.
+    Connect {
+        /// Where the connect went: each host of the settings with its port
+        /// (`127.0.0.1:5432`; a Unix socket as its path), comma-separated.
+        target: String,
+        /// The driver's error.
+        error: tokio_postgres::Error,
+    },
     /// The password provider failed; its error is the source.
     Password(BoxError),
     /// The connection was opened but no ticket of its fleet budget was free,
@@ -49,11 +68,21 @@ pub enum PgError {
 }
 
 impl PgError {
-    /// The driver's error, if that is what this is.
+    /// The driver's error, if that is what this is (on an open connection
+    /// or opening one).
     pub fn as_db(&self) -> Option<&tokio_postgres::Error> {
         match self {
-            Self::Db(e) => Some(e),
+            Self::Db(e) | Self::Connect { error: e, .. } => Some(e),
             _ => None,
+        }
+    }
+
+    /// A failed connect with `config`: [`Connect`](Self::Connect), naming
+    /// the config's hosts.
+    pub(crate) fn connect_failed(config: &Config, error: tokio_postgres::Error) -> Self {
+        Self::Connect {
+            target: target(config),
+            error,
         }
     }
 
@@ -66,7 +95,10 @@ impl PgError {
 impl fmt::Display for PgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Db(e) => fmt::Display::fmt(e, f),
+            Self::Db(e) => fmt::Display::fmt(&ErrorChain(e), f),
+            Self::Connect { target, error } => {
+                write!(f, "connect to {target} failed: {}", ErrorChain(error))
+            }
             Self::Password(e) => write!(f, "password provider failed: {e}"),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
             Self::Config(e) => fmt::Display::fmt(e, f),
@@ -94,6 +126,7 @@ impl Error for PgError {
         match self {
             // Transparent: the driver's error is shown, its cause is next.
             Self::Db(e) => e.source(),
+            Self::Connect { error, .. } => Some(error),
             Self::Password(e) => Some(&**e),
             Self::FleetBudget(_) | Self::NamedStatementBehindPooler | Self::Retired => None,
             Self::Config(e) => e.source(),
@@ -106,6 +139,35 @@ impl From<tokio_postgres::Error> for PgError {
     fn from(e: tokio_postgres::Error) -> Self {
         Self::Db(e)
     }
+}
+
+/// Where `config` connects: each host (or `hostaddr` without a host) with
+/// its port, comma-separated, in the order they are tried.
+fn target(config: &Config) -> String {
+    let (hosts, addrs, ports) = (
+        config.get_hosts(),
+        config.get_hostaddrs(),
+        config.get_ports(),
+    );
+    let targets: Vec<String> = (0..hosts.len().max(addrs.len()))
+        .map(|i| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match (hosts.get(i), addrs.get(i)) {
+                (Some(Host::Unix(dir)), _) => {
+                    dir.join(format!(".s.PGSQL.{port}")).display().to_string()
+                }
+                (Some(Host::Tcp(host)), _) if !host.contains(':') => format!("{host}:{port}"),
+                (Some(Host::Tcp(host)), _) => format!("[{host}]:{port}"),
+                (None, Some(addr)) => std::net::SocketAddr::new(*addr, port).to_string(),
+                (None, None) => format!("localhost:{port}"),
+            }
+        })
+        .collect();
+    if targets.is_empty() {
+        // The driver refuses a config without a host before any I/O.
+        return String::from("no host");
+    }
+    targets.join(", ")
 }
 
 /// Manager settings that cannot work together (or a fleet budget that
@@ -173,5 +235,33 @@ impl Error for PgConfigError {
 impl From<PgConfigError> for PgError {
     fn from(e: PgConfigError) -> Self {
         Self::Config(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(s: &str) -> Config {
+        s.parse().expect("a valid connection string")
+    }
+
+    #[test]
+    fn the_target_names_each_host_with_its_port() {
+        assert_eq!(target(&config("host=db1 user=u")), "db1:5432");
+        assert_eq!(
+            target(&config("host=db1,db2 port=5433,5434 user=u")),
+            "db1:5433, db2:5434"
+        );
+        assert_eq!(
+            target(&config("hostaddr=127.0.0.1 port=6000 user=u")),
+            "127.0.0.1:6000"
+        );
+        assert_eq!(target(&config("host=::1 port=6000 user=u")), "[::1]:6000");
+        assert_eq!(
+            target(&config("host=/run/pg port=5433 user=u")),
+            "/run/pg/.s.PGSQL.5433"
+        );
+        assert_eq!(target(&Config::new()), "no host");
     }
 }

@@ -148,7 +148,10 @@ where
                 if let Some(provider) = password {
                     config.password(provider().await?);
                 }
-                let (client, connection) = config.connect(tls).await?;
+                let (client, connection) = config
+                    .connect(tls)
+                    .await
+                    .map_err(|e| PgError::connect_failed(&config, e))?;
                 let heard = Arc::new(Mutex::new(Vec::new()));
                 tokio::spawn(drive_control(connection, Arc::clone(&heard)));
                 Ok(Box::new(TokioControl(client, heard)) as Box<dyn ControlSession>)
@@ -180,7 +183,7 @@ where
     /// cure them, so callers fail fast with the first one.
     fn is_permanent_error(&self, error: &PgError) -> bool {
         match error {
-            PgError::Db(e) => e
+            PgError::Db(e) | PgError::Connect { error: e, .. } => e
                 .code()
                 .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
             PgError::Config(_) => true,
@@ -222,11 +225,18 @@ where
         let (client, driver, canceller, reported, relayed) = match self.relays() {
             #[cfg(unix)]
             true => {
-                let (client, driver, canceller, reported) = relayed_connect(&config).await?;
+                let (client, driver, canceller, reported) =
+                    relayed_connect(&config).await.map_err(|e| match e {
+                        PgError::Db(e) => PgError::connect_failed(&config, e),
+                        e => e,
+                    })?;
                 (client, driver, canceller, reported, true)
             }
             _ => {
-                let (client, connection) = config.connect(self.tls.clone()).await?;
+                let (client, connection) = config
+                    .connect(self.tls.clone())
+                    .await
+                    .map_err(|e| PgError::connect_failed(&config, e))?;
                 let reported = ReportedRole::from_params(
                     connection.parameter("in_hot_standby"),
                     connection.parameter("default_transaction_read_only"),
