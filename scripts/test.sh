@@ -52,9 +52,10 @@
 # never skips the database suites.
 #
 # The last line is the count of every test run by every pass (a test run in
-# two passes counts twice), with the ignored ones by reason:
+# two passes counts twice), with the ignored ones by reason, e.g. without
+# the URLs:
 #
-#   test.sh: 933 passed, 0 failed, 80 ignored (62 need DATABASE_URL, 14 need MYSQL_URL, 4 need DATABASE_URL and pgbouncer)
+#   test.sh: N passed, 0 failed, M ignored (K need DATABASE_URL, L need MYSQL_URL, ...)
 #
 # Build settings are .ci/run's (no incremental caches), and every build,
 # loom's and Miri's too, lands under CARGO_TARGET_DIR when it is set.
