@@ -34,7 +34,9 @@ impl fmt::Display for TimeoutPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct PoolState {
-    /// Open connections: idle, in use, being opened and being closed.
+    /// Slots taken: connections idle, in use, being opened and being
+    /// closed. (Display counts the open ones apart from those being
+    /// opened.)
     pub total: u32,
     /// Connections ready in the pool.
     pub idle: u32,
@@ -76,17 +78,22 @@ impl PoolState {
     }
 }
 
+/// `2 of 4 open: 1 idle, 1 in use; 1 opening; 3 waiting`: the connections
+/// open (idle, in use and, when there are any, `, 1 closing`) apart from
+/// those still being opened, which may never open: a connect that hangs
+/// is `1 opening`, never `1 open`.
 impl fmt::Display for PoolState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let open = self.idle + self.in_use + self.closing;
         write!(
             f,
-            "{} of {} open: {} idle, {} in use, {} opening",
-            self.total, self.max_size, self.idle, self.in_use, self.opening
+            "{open} of {} open: {} idle, {} in use",
+            self.max_size, self.idle, self.in_use
         )?;
         if self.closing != 0 {
             write!(f, ", {} closing", self.closing)?;
         }
-        write!(f, "; {} waiting", self.waiting)
+        write!(f, "; {} opening; {} waiting", self.opening, self.waiting)
     }
 }
 
@@ -112,7 +119,7 @@ impl Error for ConnectTimedOut {}
 ///
 /// | variant | Display |
 /// |---|---|
-/// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use, 0 opening; 3 waiting; 3 taken at src/orders.rs:88:23, held up to 1.9s; 1 at src/report.rs:40:9, held up to 210ms); last error: connection refused` |
+/// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use; 0 opening; 3 waiting; 3 taken at src/orders.rs:88:23, held up to 1.9s; 1 at src/report.rs:40:9, held up to 210ms); last error: connection refused` |
 /// | [`Closed`](Self::Closed) | `pool is closed` |
 /// | [`Backend`](Self::Backend) | `connect failed: connection refused` |
 ///
@@ -274,10 +281,25 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "timed out after 250ms waiting for a connection \
-             (4 of 4 open: 0 idle, 4 in use, 0 opening; 3 waiting); last error: connection refused"
+             (4 of 4 open: 0 idle, 4 in use; 0 opening; 3 waiting); last error: connection refused"
         );
         assert_eq!(err.source().unwrap().to_string(), "connection refused");
         assert!(err.is_timeout());
+    }
+
+    #[test]
+    fn state_counts_what_is_being_opened_apart_from_what_is_open() {
+        let hanging = PoolState::new(0, 0, 1, 1, 2);
+        assert_eq!(hanging.total, 1, "the slot is taken");
+        assert_eq!(
+            hanging.to_string(),
+            "0 of 2 open: 0 idle, 0 in use; 1 opening; 1 waiting"
+        );
+        let closing = PoolState::new(0, 1, 1, 0, 4).with_closing(1);
+        assert_eq!(
+            closing.to_string(),
+            "2 of 4 open: 0 idle, 1 in use, 1 closing; 1 opening; 0 waiting"
+        );
     }
 
     #[test]
@@ -294,7 +316,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "timed out after 5s waiting for a connection (1 of 1 open: 0 idle, 1 in use, \
+                "timed out after 5s waiting for a connection (1 of 1 open: 0 idle, 1 in use; \
                  0 opening; 1 waiting; 1 taken at {here}, held up to 4.9s)"
             )
         );
@@ -319,7 +341,7 @@ mod tests {
                 err.to_string(),
                 format!(
                     "timed out after 5s {words} \
-                     (4 of 4 open: 1 idle, 2 in use, 1 opening; 0 waiting)"
+                     (3 of 4 open: 1 idle, 2 in use; 1 opening; 0 waiting)"
                 )
             );
             assert!(err.source().is_none());

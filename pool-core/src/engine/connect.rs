@@ -413,7 +413,15 @@ impl<M: ManageConnection> Engine<M> {
     /// Opens one connection and runs the `after_connect` hook, within
     /// `connect_timeout`.
     pub(crate) async fn open(&self) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
-        let limit = self.config.connect_timeout();
+        self.open_within(self.config.connect_timeout()).await
+    }
+
+    /// [`open`](Self::open) within `limit` instead (`Pool::new`: the time
+    /// its start-up has left, when that is less).
+    pub(crate) async fn open_within(
+        &self,
+        limit: std::time::Duration,
+    ) -> Result<Entry<M::Connection>, OpenError<M::Error>> {
         let generation = self.generation();
         #[cfg(feature = "metrics")]
         let started = tokio::time::Instant::now();

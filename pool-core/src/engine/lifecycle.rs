@@ -326,17 +326,20 @@ impl<M: ManageConnection> Engine<M> {
 
     /// Opens the first connections of `Pool::new` before it returns: one
     /// first, failing fast, then the rest of `min_size`,
-    /// `max_concurrent_connects` at a time.
+    /// `max_concurrent_connects` at a time; all of it within
+    /// `acquire_timeout`, each connect cut to the time left when that is
+    /// less than `connect_timeout`.
     pub(crate) async fn open_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+        let start = StartUp::new(self.config.acquire_timeout());
         let wanted = self.config.min_size().max(1);
-        self.open_one_initial().await?;
+        self.open_one_initial(start).await?;
         let mut left = wanted - 1;
         while left > 0 {
             let batch = left.min(self.config.max_concurrent_connects());
             let mut opening = tokio::task::JoinSet::new();
             for _ in 0..batch {
                 let shared = self.clone();
-                opening.spawn(async move { shared.open_one_initial().await });
+                opening.spawn(async move { shared.open_one_initial(start).await });
             }
             while let Some(done) = opening.join_next().await {
                 match done {
@@ -350,30 +353,43 @@ impl<M: ManageConnection> Engine<M> {
         Ok(())
     }
 
-    /// Opens one connection of `Pool::new`'s first ones. A first failure
-    /// that the manager does not call permanent is retried once at once,
-    /// as connectors do; the second is the caller's error.
-    async fn open_one_initial(self: &Arc<Self>) -> Result<(), PoolError<M::Error>> {
+    /// Opens one connection of `Pool::new`'s first ones, within the time
+    /// `start` has left. A first failure that the manager does not call
+    /// permanent is retried once at once, as connectors do, if time is
+    /// left; the second is the caller's error.
+    async fn open_one_initial(self: &Arc<Self>, start: StartUp) -> Result<(), PoolError<M::Error>> {
+        let connect_timeout = self.config.connect_timeout();
+        if start.left(connect_timeout).is_zero() {
+            return Err(self.start_up_timed_out(start));
+        }
         let Some(slot) = self.reserve() else {
             return Ok(());
         };
-        let started = Instant::now();
-        let opened = match self.open().await {
-            Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
-                tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&e), "connect failed; retrying once");
-                self.count_creation_error();
-                self.open().await
+        let first = self.open_within(start.left(connect_timeout)).await;
+        let retry = match &first {
+            Err(OpenError::Backend(e)) => !self.manager.is_permanent_error(e),
+            Err(OpenError::TimedOut(_)) => true,
+            _ => false,
+        };
+        let left = start.left(connect_timeout);
+        let opened = if retry && !left.is_zero() {
+            match &first {
+                Err(OpenError::Backend(e)) => {
+                    tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(e), "connect failed; retrying once");
+                }
+                Err(OpenError::TimedOut(limit)) => {
+                    tracing::warn!(
+                        pool = self.config.name(),
+                        timeout = ?limit,
+                        "connect timed out; retrying once"
+                    );
+                }
+                _ => {}
             }
-            Err(OpenError::TimedOut(limit)) => {
-                tracing::warn!(
-                    pool = self.config.name(),
-                    timeout = ?limit,
-                    "connect timed out; retrying once"
-                );
-                self.count_creation_error();
-                self.open().await
-            }
-            opened => opened,
+            self.count_creation_error();
+            self.open_within(left).await
+        } else {
+            first
         };
         match opened {
             Ok(entry) => {
@@ -398,14 +414,48 @@ impl<M: ManageConnection> Engine<M> {
             Err(e @ OpenError::TimedOut(_)) => {
                 slot.abandon();
                 self.connect_failed(e);
-                Err(PoolError::Timeout {
-                    waited: started.elapsed(),
-                    phase: TimeoutPhase::Connect,
-                    state: self.state(),
-                    last_error: self.health.last_error(),
-                    holders: pool_api::HolderSites::default(),
-                })
+                Err(self.start_up_timed_out(start))
             }
         }
+    }
+
+    /// `Pool::new`'s timeout: how long the start-up ran, the counts, and
+    /// the last connect error.
+    fn start_up_timed_out(&self, start: StartUp) -> PoolError<M::Error> {
+        PoolError::Timeout {
+            waited: start.began.elapsed(),
+            phase: TimeoutPhase::Connect,
+            state: self.state(),
+            last_error: self.health.last_error(),
+            holders: pool_api::HolderSites::default(),
+        }
+    }
+}
+
+/// When `Pool::new`'s start-up began and when its `acquire_timeout` ends
+/// (`None`: too far to count).
+#[derive(Clone, Copy)]
+struct StartUp {
+    began: Instant,
+    deadline: Option<Instant>,
+}
+
+impl StartUp {
+    fn new(limit: std::time::Duration) -> Self {
+        let began = Instant::now();
+        Self {
+            began,
+            deadline: began.checked_add(limit),
+        }
+    }
+
+    /// The time a connect may take now: `connect_timeout`, or the time left
+    /// when that is less (zero once it is up).
+    fn left(&self, connect_timeout: std::time::Duration) -> std::time::Duration {
+        self.deadline.map_or(connect_timeout, |deadline| {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(connect_timeout)
+        })
     }
 }

@@ -32,7 +32,7 @@ async fn timeout_names_wait_counts_and_last_error() {
     assert_eq!(
         err.to_string(),
         format!(
-            "timed out after 250ms waiting for a connection (1 of 1 open: 0 idle, 1 in use, \
+            "timed out after 250ms waiting for a connection (1 of 1 open: 0 idle, 1 in use; \
              0 opening; 1 waiting; 1 taken at {}:{held_at}:22, held up to 250ms)",
             file!()
         ),

@@ -66,6 +66,8 @@ mod return_path;
 mod runtime_control;
 #[cfg(feature = "tokio-clock")]
 mod spike;
+#[cfg(feature = "tokio-clock")]
+mod startup;
 mod stress;
 #[cfg(feature = "tokio-clock")]
 mod suspend;
