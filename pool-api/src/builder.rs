@@ -54,15 +54,19 @@ impl PoolConfigBuilder {
     }
 
     /// How long `get()` may take in total: waiting for a connection, the
-    /// connect it may wait on, and checkout validation. Defaults to 30
-    /// seconds; must be greater than zero.
+    /// connect it may wait on, and checkout validation. It also bounds
+    /// `Pool::new` as a whole: its first connections, retry included, are
+    /// opened within it. Defaults to 30 seconds; must be greater than zero.
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.config.acquire_timeout = timeout;
         self
     }
 
     /// Bound on one `connect()` plus the `after_connect` hook. Defaults to 10
-    /// seconds; must be greater than zero.
+    /// seconds; must be greater than zero. May be above `acquire_timeout`:
+    /// `Pool::new` cuts each of its connects to what its `acquire_timeout`
+    /// has left, and a background connect that outlasts the `get()` that
+    /// asked for it goes on for the next caller.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
         self

@@ -97,14 +97,37 @@ impl fmt::Display for PoolState {
     }
 }
 
-/// A `connect()` that did not finish within `connect_timeout`; seen as the
-/// last error inside a [`PoolError::Timeout`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectTimedOut(pub Duration);
+/// A `connect()` that did not finish in the time it was given
+/// (`connect_timeout`, or less: what `Pool::new`'s `acquire_timeout` had
+/// left); seen as the last error inside a [`PoolError::Timeout`].
+///
+/// Display: `connect to 127.0.0.1:5432 did not finish within 5s`, naming
+/// where the connect went when the manager says
+/// ([`ManageConnection::target`](crate::ManageConnection::target)), else
+/// `connect did not finish within 5s`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectTimedOut {
+    /// The time the connect was given.
+    pub limit: Duration,
+    /// Where it went, when the manager says.
+    pub target: Option<String>,
+}
+
+impl ConnectTimedOut {
+    /// A connect to `target` (when known) that ran past `limit`.
+    pub fn new(limit: Duration, target: Option<String>) -> Self {
+        Self { limit, target }
+    }
+}
 
 impl fmt::Display for ConnectTimedOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connect did not finish within {:?}", self.0)
+        let limit = rounded(self.limit);
+        match &self.target {
+            Some(target) => write!(f, "connect to {target} did not finish within {limit:?}"),
+            None => write!(f, "connect did not finish within {limit:?}"),
+        }
     }
 }
 
@@ -354,7 +377,10 @@ mod tests {
             waited: Duration::from_millis(10_000),
             phase: TimeoutPhase::Connect,
             state: PoolState::new(0, 0, 0, 1, 2),
-            last_error: Some(Arc::new(ConnectTimedOut(Duration::from_secs(10)))),
+            last_error: Some(Arc::new(ConnectTimedOut::new(
+                Duration::from_secs(10),
+                None,
+            ))),
             holders: HolderSites::default(),
         };
         assert!(
@@ -365,7 +391,18 @@ mod tests {
         let source = err.source().unwrap();
         assert_eq!(
             source.downcast_ref::<ConnectTimedOut>(),
-            Some(&ConnectTimedOut(Duration::from_secs(10)))
+            Some(&ConnectTimedOut::new(Duration::from_secs(10), None))
+        );
+    }
+
+    #[test]
+    fn a_connect_timeout_names_where_the_connect_went() {
+        // A limit cut from what was left of a deadline reads rounded.
+        let cut = Duration::from_nanos(4_999_871_002);
+        let err = ConnectTimedOut::new(cut, Some("127.0.0.1:5433".into()));
+        assert_eq!(
+            err.to_string(),
+            "connect to 127.0.0.1:5433 did not finish within 5s"
         );
     }
 

@@ -55,9 +55,20 @@ pub trait ManageConnection: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Where this manager's connections go, for the pool's messages: a
+    /// host and port (`db1:5432`, several comma-separated), a socket path,
+    /// a file; never a password. A connect that runs out of time is
+    /// reported with it (`connect to db1:5432 did not finish within 5s`),
+    /// since only the manager knows where it was connecting. Called only
+    /// when such a message is made. Defaults to `None` (nothing to say).
+    fn target(&self) -> Option<String> {
+        None
+    }
+
     /// Opens one new connection.
     ///
-    /// The pool bounds each call by `connect_timeout` and never runs more
+    /// The pool bounds each call by `connect_timeout` (`Pool::new` by
+    /// less when its `acquire_timeout` has less left) and never runs more
     /// than `max_concurrent_connects` of them at once (the larger of it
     /// and `max_concurrent_reconnects` while it reopens after an outage).
     async fn connect(&self) -> Result<Self::Connection, Self::Error>;

@@ -90,7 +90,7 @@ impl<E> Clone for Failure<E> {
 /// Why opening a connection failed.
 pub(crate) enum OpenError<E> {
     Backend(E),
-    TimedOut(Duration),
+    TimedOut(ConnectTimedOut),
     /// `connect` or the `after_connect` hook panicked; the payload, for
     /// `Pool::new` to resume.
     Panicked(Box<dyn Any + Send>),
@@ -129,7 +129,7 @@ impl<E: std::error::Error + Send + Sync + 'static> OpenError<E> {
                 let last: LastError = e.clone();
                 (Failure::Backend(e), last)
             }
-            OpenError::TimedOut(d) => (Failure::TimedOut, Arc::new(ConnectTimedOut(d))),
+            OpenError::TimedOut(e) => (Failure::TimedOut, Arc::new(e)),
             OpenError::Panicked(p) => (
                 Failure::TimedOut,
                 Arc::new(ConnectPanicked(panic_message(&*p))),

@@ -447,7 +447,12 @@ impl<M: ManageConnection> Engine<M> {
             Ok(Ok(Ok(conn))) => conn,
             Ok(Ok(Err(e))) => return Err(OpenError::Backend(e)),
             Ok(Err(panic)) => return Err(OpenError::Panicked(panic)),
-            Err(_) => return Err(OpenError::TimedOut(limit)),
+            Err(_) => {
+                return Err(OpenError::TimedOut(pool_api::ConnectTimedOut::new(
+                    limit,
+                    self.manager.target(),
+                )))
+            }
         };
         self.health.count_success();
         if self.health.is_down() {

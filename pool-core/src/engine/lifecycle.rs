@@ -377,12 +377,8 @@ impl<M: ManageConnection> Engine<M> {
                 Err(OpenError::Backend(e)) => {
                     tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(e), "connect failed; retrying once");
                 }
-                Err(OpenError::TimedOut(limit)) => {
-                    tracing::warn!(
-                        pool = self.config.name(),
-                        timeout = ?limit,
-                        "connect timed out; retrying once"
-                    );
+                Err(OpenError::TimedOut(e)) => {
+                    tracing::warn!(pool = self.config.name(), error = %e, "connect timed out; retrying once");
                 }
                 _ => {}
             }

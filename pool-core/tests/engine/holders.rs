@@ -107,7 +107,7 @@ async fn a_timeout_names_the_busiest_sites_most_connections_first() {
     assert_eq!(
         err.to_string(),
         format!(
-            "timed out after 1s waiting for a connection (4 of 4 open: 0 idle, 4 in use, \
+            "timed out after 1s waiting for a connection (4 of 4 open: 0 idle, 4 in use; \
              0 opening; 1 waiting; 3 taken at {orders}, held up to 6.11s; \
              1 at {report}, held up to 1.21s)"
         ),

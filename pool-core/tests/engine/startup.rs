@@ -7,7 +7,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use crate::support::{config, Mock};
-use pool_core::{Pool, PoolError, TimeoutPhase};
+use pool_core::{ConnectTimedOut, Pool, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 fn secs(n: u64) -> Duration {
@@ -15,7 +15,10 @@ fn secs(n: u64) -> Duration {
 }
 
 /// `Pool::new` on `mock` and `config`: its error, and how long it took.
-async fn failed_start(mock: &Mock, config: pool_core::PoolConfigBuilder) -> (PoolError<crate::support::MockError>, Duration) {
+async fn failed_start(
+    mock: &Mock,
+    config: pool_core::PoolConfigBuilder,
+) -> (PoolError<crate::support::MockError>, Duration) {
     let started = Instant::now();
     let err = Pool::new(mock.clone(), config.build().unwrap())
         .await
@@ -84,7 +87,11 @@ async fn a_start_up_within_the_limit_is_unchanged() {
     let started = Instant::now();
     let pool = Pool::new(
         mock.clone(),
-        config(3).min_size(3).acquire_timeout(secs(5)).build().unwrap(),
+        config(3)
+            .min_size(3)
+            .acquire_timeout(secs(5))
+            .build()
+            .unwrap(),
     )
     .await
     .expect("opens in 2 s");
@@ -103,4 +110,41 @@ async fn a_wait_behind_a_hanging_connect_counts_it_as_opening_not_open() {
          1 opening; 1 waiting)"
     );
     assert!(err.source().is_none(), "no connect has failed yet");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_that_runs_out_of_time_names_where_it_went() {
+    let mock = Mock::with_connect_delay(60_000);
+    *mock.script.target.lock().unwrap() = Some("db1:5432".into());
+    let (err, _) = failed_start(&mock, config(1).acquire_timeout(secs(5))).await;
+    assert!(
+        err.to_string()
+            .ends_with("; last error: connect to db1:5432 did not finish within 5s"),
+        "{err}"
+    );
+    let cause = err.source().expect("the timed-out connect");
+    let cause = cause
+        .downcast_ref::<ConnectTimedOut>()
+        .expect("a ConnectTimedOut");
+    assert_eq!(
+        (cause.limit, cause.target.as_deref()),
+        (secs(5), Some("db1:5432"))
+    );
+
+    // A lazy pool's wait past the connect's own timeout: its error is the
+    // last error, with where it went.
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(1)
+            .connect_timeout(secs(1))
+            .fail_fast(false)
+            .build()
+            .unwrap(),
+    );
+    let err = pool.get_timeout(secs(3)).await.expect_err("connects hang");
+    assert!(
+        err.to_string()
+            .ends_with("; last error: connect to db1:5432 did not finish within 1s"),
+        "{err}"
+    );
 }

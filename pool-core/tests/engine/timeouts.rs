@@ -175,7 +175,7 @@ async fn connect_phase_from_pool_new() {
     let source = err.source().expect("source");
     assert_eq!(
         source.downcast_ref::<ConnectTimedOut>(),
-        Some(&ConnectTimedOut(Duration::from_secs(2)))
+        Some(&ConnectTimedOut::new(Duration::from_secs(2), None))
     );
     assert_eq!(mock.script.alive(), 0);
 }

@@ -10,6 +10,7 @@ mod support;
 mod cluster_support;
 mod connect_errors;
 mod hosts;
+mod startup_bound;
 mod tokio_postgres_abandoned;
 mod tokio_postgres_credentials;
 mod tokio_postgres_fleet;

@@ -21,4 +21,5 @@ mod sqlx_pgbouncer;
 mod sqlx_postgres;
 mod sqlx_postgres_fleet;
 mod sqlx_sqlite;
+mod sqlx_startup;
 mod sqlx_unreachable;

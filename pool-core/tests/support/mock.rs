@@ -66,6 +66,8 @@ pub struct Script {
     pub on_close: Act,
     /// `close` calls started.
     pub close_calls: AtomicU64,
+    /// What `target` says (`None`, the default: nothing).
+    pub target: Mutex<Option<String>>,
 }
 
 impl Script {
@@ -308,6 +310,10 @@ impl ManageConnection for Mock {
             return Err(MockError("ping failed"));
         }
         Ok(())
+    }
+
+    fn target(&self) -> Option<String> {
+        self.script.target.lock().unwrap().clone()
     }
 
     fn is_permanent_error(&self, e: &MockError) -> bool {

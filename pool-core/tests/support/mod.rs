@@ -9,7 +9,8 @@
 //! * [`logs`]: `tracing` output captured into a buffer;
 //! * [`cluster`]: a throw-away PostgreSQL cluster of the test's own;
 //! * [`pgbouncer`]: a PgBouncer of the test's own in front of a server;
-//! * [`faults`]: the fault suite's load, sampler, figures and proxy.
+//! * [`faults`]: the fault suite's load, sampler, figures and proxy;
+//! * [`silent`]: a listener that never answers, and a port that refuses.
 // Every binary includes all of it and uses a part (the engine the mock, the
 // server suites the URLs, the admin client and the cluster): what one binary
 // leaves unused another uses, so the unused-item lints would only be noise
@@ -25,6 +26,7 @@ pub mod logs;
 pub mod mock;
 pub mod pg;
 pub mod pgbouncer;
+pub mod silent;
 
 // Unused by the server suites, which have no mock.
 #[allow(unused_imports)]

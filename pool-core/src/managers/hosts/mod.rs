@@ -272,6 +272,11 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         self.inner.check()
     }
 
+    /// This host's `host:port`.
+    fn target(&self) -> Option<String> {
+        Some(self.host().to_owned())
+    }
+
     async fn close(&self, conn: M::Connection) {
         self.inner.close(conn).await;
     }

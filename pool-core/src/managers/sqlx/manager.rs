@@ -266,6 +266,12 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
         self.validate()
     }
 
+    /// `host:port` or the socket's path (PostgreSQL, MySQL); `None` for
+    /// SQLite.
+    fn target(&self) -> Option<String> {
+        C::target(&self.options)
+    }
+
     /// A connect refused for want of a fleet budget ticket is capacity, not
     /// a database failure: callers keep waiting (within `acquire_timeout`)
     /// instead of failing fast (a fleet budget is a limit, not a fault).

@@ -64,6 +64,15 @@ impl private::Sealed for PgConnection {
             .field("user", &options.get_username());
     }
 
+    fn target(options: &PgConnectOptions) -> Option<String> {
+        let port = options.get_port();
+        Some(match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None if options.get_host().contains(':') => format!("[{}]:{port}", options.get_host()),
+            None => format!("{}:{port}", options.get_host()),
+        })
+    }
+
     fn for_pooler(options: &PgConnectOptions, unnamed: bool) -> Option<PgConnectOptions> {
         unnamed.then(|| {
             options
@@ -514,6 +523,18 @@ mod tests {
             text.contains("fleet_budget") && text.contains("PoolerMode::Transaction"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_target_names_the_host_and_port_or_the_socket() {
+        use crate::ManageConnection;
+        let target = |options: PgConnectOptions| SqlxManager::<PgConnection>::new(options).target();
+        let tcp = PgConnectOptions::new().host("db1").port(6000);
+        assert_eq!(target(tcp).as_deref(), Some("db1:6000"));
+        let v6 = PgConnectOptions::new().host("::1").port(6000);
+        assert_eq!(target(v6).as_deref(), Some("[::1]:6000"));
+        let socket = PgConnectOptions::new().socket("/run/pg");
+        assert_eq!(target(socket).as_deref(), Some("/run/pg"));
     }
 
     #[tokio::test]

@@ -143,7 +143,7 @@ impl From<tokio_postgres::Error> for PgError {
 
 /// Where `config` connects: each host (or `hostaddr` without a host) with
 /// its port, comma-separated, in the order they are tried.
-fn target(config: &Config) -> String {
+pub(super) fn target(config: &Config) -> String {
     let (hosts, addrs, ports) = (
         config.get_hosts(),
         config.get_hostaddrs(),

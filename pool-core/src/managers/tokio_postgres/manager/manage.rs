@@ -191,6 +191,12 @@ where
         }
     }
 
+    /// Each host of the config with its port (a Unix socket as its path),
+    /// comma-separated: what a connect that runs out of time names.
+    fn target(&self) -> Option<String> {
+        Some(super::super::error::target(&self.config))
+    }
+
     /// [`validate`](PostgresManager::validate): settings that cannot work
     /// together fail `Pool::new` before anything is opened.
     ///
