@@ -41,6 +41,13 @@ pub(crate) mod private {
         /// password or anything else secret.
         fn describe(options: &Self::Options, out: &mut fmt::DebugStruct<'_, '_>);
 
+        /// Where `options` connect, for the pool's messages
+        /// (`ManageConnection::target`): `host:port` or a socket path;
+        /// `None` where there is nothing to name.
+        fn target(_options: &Self::Options) -> Option<String> {
+            None
+        }
+
         /// The options one connect uses, from the manager's options and
         /// whether statements go to the server `unnamed` (through the
         /// statement relay); `None`: the options as they are.

@@ -29,6 +29,15 @@ impl private::Sealed for MySqlConnection {
             .field("user", &options.get_username());
     }
 
+    fn target(options: &MySqlConnectOptions) -> Option<String> {
+        let port = options.get_port();
+        Some(match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None if options.get_host().contains(':') => format!("[{}]:{port}", options.get_host()),
+            None => format!("{}:{port}", options.get_host()),
+        })
+    }
+
     fn for_pooler(_: &MySqlConnectOptions, _: bool) -> Option<MySqlConnectOptions> {
         None
     }

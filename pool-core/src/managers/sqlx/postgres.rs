@@ -64,6 +64,15 @@ impl private::Sealed for PgConnection {
             .field("user", &options.get_username());
     }
 
+    fn target(options: &PgConnectOptions) -> Option<String> {
+        let port = options.get_port();
+        Some(match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None if options.get_host().contains(':') => format!("[{}]:{port}", options.get_host()),
+            None => format!("{}:{port}", options.get_host()),
+        })
+    }
+
     fn for_pooler(options: &PgConnectOptions, unnamed: bool) -> Option<PgConnectOptions> {
         unnamed.then(|| {
             options
