@@ -144,7 +144,7 @@ impl Error for ConnectTimedOut {}
 /// |---|---|
 /// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use; 0 opening; 3 waiting; 3 taken at src/orders.rs:88:23, held up to 1.9s; 1 at src/report.rs:40:9, held up to 210ms); last error: connection refused` |
 /// | [`Closed`](Self::Closed) | `pool is closed` |
-/// | [`Backend`](Self::Backend) | `connect failed: connection refused` |
+/// | [`Backend`](Self::Backend) | `connect failed: connection refused`, or the cause's text alone when it already says it was a connect: `connect to 127.0.0.1:5433 failed: password authentication failed for user "app"` |
 ///
 /// ```
 /// use std::error::Error;
@@ -187,8 +187,11 @@ pub enum PoolError<E> {
     /// its first connect fails, and `get()` when the database is known to be
     /// down and nothing open could come back (fail fast).
     ///
-    /// Display: `connect failed: ` and the error's own message; `source()`
-    /// returns the error.
+    /// Display: `connect failed: ` and the error's own message, or that
+    /// message alone when it already says it was a connect (`connect to
+    /// 127.0.0.1:5433 failed: ...`, as the managers and adapters of this
+    /// workspace write it, alone or behind a driver's own prefix);
+    /// `source()` returns the error.
     Backend(E),
     /// Connecting failed and the pool had no open connection that could
     /// come back to this caller (fail fast, see
@@ -197,8 +200,8 @@ pub enum PoolError<E> {
     /// error is shared by every caller the failure reached, hence the
     /// `Arc`.
     ///
-    /// Display: `connect failed: ` and the error's own message; `source()`
-    /// returns the error.
+    /// Display: as [`Backend`](Self::Backend); `source()` returns the
+    /// error.
     ConnectFailed(Arc<E>),
 }
 
@@ -255,9 +258,22 @@ impl<E: fmt::Display> fmt::Display for PoolError<E> {
                 Ok(())
             }
             PoolError::Closed => f.write_str("pool is closed"),
-            PoolError::Backend(e) => write!(f, "connect failed: {e}"),
-            PoolError::ConnectFailed(e) => write!(f, "connect failed: {e}"),
+            PoolError::Backend(e) => connect_failed(f, e),
+            PoolError::ConnectFailed(e) => connect_failed(f, &**e),
         }
+    }
+}
+
+/// `connect failed: ` and `cause`'s text, or the text alone when it
+/// already says it was a connect: it starts with `connect ` or holds
+/// `: connect to ` (behind a driver's own prefix, as sqlx's `error returned
+/// from database: `), so the reader sees one prefix, not two.
+fn connect_failed(f: &mut fmt::Formatter<'_>, cause: &dyn fmt::Display) -> fmt::Result {
+    let text = cause.to_string();
+    if text.starts_with("connect ") || text.contains(": connect to ") {
+        f.write_str(&text)
+    } else {
+        write!(f, "connect failed: {text}")
     }
 }
 
@@ -433,6 +449,19 @@ mod tests {
         assert_eq!(source.to_string(), "connection refused");
         assert!(source.downcast_ref::<io::Error>().is_some());
         assert!(!err.is_timeout());
+    }
+
+    #[test]
+    fn a_cause_that_already_says_connect_gets_no_second_prefix() {
+        let said = "connect to 127.0.0.1:5433 failed: password authentication failed";
+        let err: PoolError<io::Error> = PoolError::Backend(io::Error::other(said));
+        assert_eq!(err.to_string(), said);
+        let err: PoolError<io::Error> = PoolError::ConnectFailed(Arc::new(io::Error::other(said)));
+        assert_eq!(err.to_string(), said);
+        // Behind a driver's own prefix (sqlx's), the same.
+        let wrapped = format!("error returned from database: {said}");
+        let err: PoolError<io::Error> = PoolError::Backend(io::Error::other(wrapped.clone()));
+        assert_eq!(err.to_string(), wrapped);
     }
 
     #[test]

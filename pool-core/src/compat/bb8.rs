@@ -27,6 +27,12 @@
 //! For a manager whose error is only `Debug`, wrap it in a manager of yours
 //! that maps the error, e.g. to `std::io::Error::other(format!("{e:?}"))`.
 //!
+//! A bb8 manager does not say where it connects; tell the adapter with
+//! [`with_target`](Bb8Manager::with_target) and a failed connect names it:
+//! `connect to 127.0.0.1:5433 failed: password authentication failed for
+//! user "app"` instead of `bb8 manager failed: db error: FATAL: password
+//! authentication failed for user "app"`.
+//!
 //! ```no_run
 //! use bb8_postgres::PostgresConnectionManager;
 //! use pool_core::compat::bb8::Bb8Manager;
@@ -37,7 +43,8 @@
 //!     "postgres://postgres@127.0.0.1:5432/test",
 //!     tokio_postgres::NoTls,
 //! )?;
-//! let pool = Pool::new(Bb8Manager::new(pg), PoolConfig::default()).await?;
+//! let manager = Bb8Manager::new(pg).with_target("127.0.0.1:5432");
+//! let pool = Pool::new(manager, PoolConfig::default()).await?;
 //! let conn = pool.get().await?;
 //! conn.simple_query("SELECT 1").await?;
 //! # Ok(())
@@ -46,21 +53,37 @@
 
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 use pool_api::{async_trait, ManageConnection};
 
-use crate::error_chain::ErrorChain;
+use crate::error_chain::{ConnectCause, ErrorChain};
 
 /// Runs the bb8 manager `M` in this pool; its connections are handed out
 /// unchanged.
 pub struct Bb8Manager<M> {
     inner: M,
+    target: Option<Arc<str>>,
 }
 
 impl<M: bb8::ManageConnection> Bb8Manager<M> {
     /// Wraps a bb8 manager.
     pub fn new(manager: M) -> Self {
-        Self { inner: manager }
+        Self {
+            inner: manager,
+            target: None,
+        }
+    }
+
+    /// Where the bb8 manager connects (`127.0.0.1:5432`, a socket path, a
+    /// host name), as a failed connect's error names it: `connect to
+    /// 127.0.0.1:5432 failed: <cause>`. Without it the error says `bb8
+    /// manager failed: <cause>`, since a bb8 manager does not say where it
+    /// connects. Only the text changes; the cause is the same.
+    #[must_use]
+    pub fn with_target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(Arc::from(target.into()));
+        self
     }
 
     /// The wrapped manager.
@@ -76,7 +99,10 @@ impl<M: bb8::ManageConnection> Bb8Manager<M> {
 
 impl<M: fmt::Debug> fmt::Debug for Bb8Manager<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Bb8Manager").field(&self.inner).finish()
+        f.debug_struct("Bb8Manager")
+            .field("inner", &self.inner)
+            .field("target", &self.target)
+            .finish()
     }
 }
 
@@ -90,11 +116,14 @@ where
     type Error = Bb8Error<M::Error>;
 
     async fn connect(&self) -> Result<M::Connection, Self::Error> {
-        self.inner.connect().await.map_err(Bb8Error)
+        self.inner.connect().await.map_err(|error| Bb8Error {
+            error,
+            target: self.target.clone(),
+        })
     }
 
     async fn is_valid(&self, conn: &mut M::Connection) -> Result<(), Self::Error> {
-        self.inner.is_valid(conn).await.map_err(Bb8Error)
+        self.inner.is_valid(conn).await.map_err(Bb8Error::new)
     }
 
     fn has_broken(&self, conn: &mut M::Connection) -> bool {
@@ -104,42 +133,77 @@ where
 
 /// An error from a bb8 manager.
 ///
-/// `Display` is `bb8 manager failed: <the cause's own message>`, followed
-/// by the messages of the cause's own `source()` chain that its message
-/// leaves out (`bb8 manager failed: db error: FATAL: password authentication
-/// failed for user "app"`, where a driver prints only `db error`); inside a
-/// [`PoolError`](crate::PoolError) the pool adds what it was doing
-/// (`connect failed: bb8 manager failed: connection refused`).
-/// [`source`](Error::source) returns the cause. Take the original back
-/// with [`into_inner`](Self::into_inner) or [`get_ref`](Self::get_ref).
-pub struct Bb8Error<E>(pub E);
+/// `Display`, for a failed connect of a manager told where it connects
+/// ([`Bb8Manager::with_target`]): `connect to <target> failed: <cause>`,
+/// the cause being the server's own message for a tokio-postgres error the
+/// server sent (`connect to 127.0.0.1:5433 failed: password authentication
+/// failed for user "app"`), else the cause's message and those of its
+/// `source()` chain (`connect to 127.0.0.1:5433 failed: Connection refused
+/// (os error 111)`). Otherwise `bb8 manager failed: <the cause's own
+/// message>`, followed by the messages of its `source()` chain that its
+/// message leaves out (`bb8 manager failed: db error: FATAL: ...`, where a
+/// driver prints only `db error`); inside a [`PoolError`](crate::PoolError)
+/// the pool adds what it was doing (`connect failed: bb8 manager failed:
+/// connection refused`). [`source`](Error::source) returns the cause. Take
+/// the original back with [`into_inner`](Self::into_inner) or
+/// [`get_ref`](Self::get_ref).
+pub struct Bb8Error<E> {
+    error: E,
+    target: Option<Arc<str>>,
+}
 
 impl<E> Bb8Error<E> {
+    /// The bb8 manager's `error`, from no connect of a known target.
+    pub fn new(error: E) -> Self {
+        Self {
+            error,
+            target: None,
+        }
+    }
+
     /// The bb8 manager's error.
     pub fn get_ref(&self) -> &E {
-        &self.0
+        &self.error
     }
 
     /// Unwraps the bb8 manager's error.
     pub fn into_inner(self) -> E {
-        self.0
+        self.error
+    }
+
+    /// Where the failed connect went, when the manager was told
+    /// ([`Bb8Manager::with_target`]); `None` for other errors.
+    pub fn target(&self) -> Option<&str> {
+        self.target.as_deref()
     }
 }
 
 impl<E: fmt::Debug> fmt::Debug for Bb8Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Bb8Error").field(&self.0).finish()
+        let mut out = f.debug_tuple("Bb8Error");
+        out.field(&self.error);
+        if let Some(target) = &self.target {
+            out.field(target);
+        }
+        out.finish()
     }
 }
 
 impl<E: Error + 'static> fmt::Display for Bb8Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bb8 manager failed: {}", ErrorChain(&self.0))
+        match &self.target {
+            Some(target) => write!(
+                f,
+                "connect to {target} failed: {}",
+                ConnectCause(&self.error)
+            ),
+            None => write!(f, "bb8 manager failed: {}", ErrorChain(&self.error)),
+        }
     }
 }
 
 impl<E: Error + 'static> Error for Bb8Error<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.0)
+        Some(&self.error)
     }
 }

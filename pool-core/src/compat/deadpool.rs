@@ -60,7 +60,7 @@ use std::time::Instant;
 use deadpool::managed::{Manager, Metrics, RecycleError};
 use pool_api::{async_trait, ManageConnection};
 
-use crate::error_chain::ErrorChain;
+use crate::error_chain::{ConnectCause, ErrorChain};
 
 /// When the adapter calls the deadpool manager's `recycle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -77,6 +77,7 @@ pub enum RecycleAt {
 pub struct DeadpoolManager<M> {
     inner: Arc<M>,
     recycle_at: RecycleAt,
+    target: Option<String>,
 }
 
 impl<M: Manager> DeadpoolManager<M> {
@@ -85,7 +86,20 @@ impl<M: Manager> DeadpoolManager<M> {
         Self {
             inner: Arc::new(manager),
             recycle_at: RecycleAt::default(),
+            target: None,
         }
+    }
+
+    /// Where the deadpool manager connects (`127.0.0.1:5432`, a socket
+    /// path, a host name): a failed `create` is then
+    /// [`DeadpoolError::Connect`], which names it (`connect to
+    /// 127.0.0.1:5432 failed: <cause>`), instead of
+    /// [`DeadpoolError::Backend`], since a deadpool manager does not say
+    /// where it connects.
+    #[must_use]
+    pub fn with_target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
     }
 
     /// When `recycle` runs. Defaults to [`RecycleAt::Checkout`].
@@ -116,6 +130,7 @@ impl<M: fmt::Debug> fmt::Debug for DeadpoolManager<M> {
         f.debug_struct("DeadpoolManager")
             .field("inner", &self.inner)
             .field("recycle_at", &self.recycle_at)
+            .field("target", &self.target)
             .finish()
     }
 }
@@ -131,7 +146,17 @@ where
     type Error = DeadpoolError<M::Error>;
 
     async fn connect(&self) -> Result<DeadpoolObject<M>, Self::Error> {
-        let value = self.inner.create().await.map_err(DeadpoolError::Backend)?;
+        let value = self
+            .inner
+            .create()
+            .await
+            .map_err(|error| match &self.target {
+                Some(target) => DeadpoolError::Connect {
+                    target: target.clone(),
+                    error,
+                },
+                None => DeadpoolError::Backend(error),
+            })?;
         Ok(DeadpoolObject {
             value,
             metrics: Metrics::default(),
@@ -216,6 +241,14 @@ pub enum DeadpoolError<E> {
     /// The backend failed (`create`, or `RecycleError::Backend`); the cause
     /// is the source.
     Backend(E),
+    /// `create` failed, on a manager told where it connects
+    /// ([`DeadpoolManager::with_target`]); the cause is the source.
+    Connect {
+        /// Where the connect went.
+        target: String,
+        /// The deadpool manager's error.
+        error: E,
+    },
     /// `recycle` refused the object with a message
     /// (`RecycleError::Message`).
     Recycle(Cow<'static, str>),
@@ -230,6 +263,11 @@ impl<E> DeadpoolError<E> {
     }
 }
 
+/// For [`Connect`](DeadpoolError::Connect): `connect to <target> failed:
+/// <cause>`, the cause being the server's own message for a tokio-postgres
+/// error the server sent (`connect to 127.0.0.1:5433 failed: password
+/// authentication failed for user "app"`), else the cause's message and
+/// those of its `source()` chain. Otherwise
 /// `deadpool manager failed: <the cause's own message>` (followed by the
 /// messages of the cause's own `source()` chain that its message leaves
 /// out, as a driver that prints only `db error` does), or `deadpool
@@ -240,6 +278,9 @@ impl<E: Error + 'static> fmt::Display for DeadpoolError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeadpoolError::Backend(e) => write!(f, "deadpool manager failed: {}", ErrorChain(e)),
+            DeadpoolError::Connect { target, error } => {
+                write!(f, "connect to {target} failed: {}", ConnectCause(error))
+            }
             DeadpoolError::Recycle(msg) => write!(f, "deadpool manager refused to recycle: {msg}"),
         }
     }
@@ -248,7 +289,7 @@ impl<E: Error + 'static> fmt::Display for DeadpoolError<E> {
 impl<E: Error + 'static> Error for DeadpoolError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            DeadpoolError::Backend(e) => Some(e),
+            DeadpoolError::Backend(e) | DeadpoolError::Connect { error: e, .. } => Some(e),
             DeadpoolError::Recycle(_) => None,
         }
     }

@@ -93,7 +93,11 @@ mod bb8_errors {
         let err = Pool::new(Bb8Manager::new(Refusing), config())
             .await
             .expect_err("no connection can open");
-        assert!(matches!(err, PoolError::Backend(Bb8Error(_))), "{err:?}");
+        let PoolError::Backend(bb8) = &err else {
+            panic!("a Backend error: {err:?}");
+        };
+        let _: &Bb8Error<io::Error> = bb8;
+        assert_eq!(bb8.target(), None);
         assert_eq!(
             err.to_string(),
             "connect failed: bb8 manager failed: connection refused"
@@ -104,6 +108,29 @@ mod bb8_errors {
                 "bb8 manager failed: connection refused",
                 "connection refused"
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn told_its_target_a_failed_connect_names_it_once() {
+        let manager = Bb8Manager::new(Refusing).with_target("db.internal:5432");
+        let err = manager.connect().await.expect_err("refused");
+        assert_eq!(err.target(), Some("db.internal:5432"));
+        assert_eq!(
+            chain(&err),
+            [
+                "connect to db.internal:5432 failed: connection refused",
+                "connection refused"
+            ]
+        );
+        // A check is no connect: it says what failed, as before.
+        let err = manager.is_valid(&mut ()).await.expect_err("check fails");
+        assert_eq!(err.to_string(), "bb8 manager failed: ping timed out");
+        // The pool adds no second prefix.
+        let err = Pool::new(manager, config()).await.expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "connect to db.internal:5432 failed: connection refused"
         );
     }
 }
@@ -187,6 +214,29 @@ mod deadpool_errors {
                 "deadpool manager failed: connection refused",
                 "connection refused"
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn told_its_target_a_failed_create_is_a_connect_error_naming_it() {
+        let manager =
+            DeadpoolManager::new(Failing { create: false }).with_target("db.internal:5432");
+        let err = manager.connect().await.expect_err("refused");
+        assert!(
+            matches!(&err, DeadpoolError::Connect { target, .. } if target == "db.internal:5432"),
+            "{err:?}"
+        );
+        assert_eq!(
+            chain(&err),
+            [
+                "connect to db.internal:5432 failed: connection refused",
+                "connection refused"
+            ]
+        );
+        let err = Pool::new(manager, config()).await.expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "connect to db.internal:5432 failed: connection refused"
         );
     }
 }

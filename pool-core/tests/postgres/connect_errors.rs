@@ -26,9 +26,14 @@ fn config() -> PoolConfig {
         .expect("config")
 }
 
-/// What the manager's connect, `Pool::new` and (with the `bb8` feature) the
-/// bb8 adapter over `bb8-postgres` fail with for `pg`: their `Display`.
-async fn failures(pg: &tokio_postgres::Config, code: Option<&SqlState>) -> Vec<String> {
+/// What the manager's connect, `Pool::new` and (with the `bb8` and
+/// `deadpool` features) the adapters over `bb8-postgres` and
+/// `deadpool-postgres`, told where they connect, fail with for `pg`: their
+/// `Display`, each with what printed it.
+async fn failures(
+    pg: &tokio_postgres::Config,
+    code: Option<&SqlState>,
+) -> Vec<(&'static str, String)> {
     let manager = PostgresManager::new(pg.clone(), NoTls);
     let err = manager.connect().await.expect_err("connect fails");
     // The driver's error is still there, by accessor and by `source()`.
@@ -39,13 +44,13 @@ async fn failures(pg: &tokio_postgres::Config, code: Option<&SqlState>) -> Vec<S
         source.is::<tokio_postgres::Error>(),
         "the source is the driver's error: {source:?}"
     );
-    let mut shown = vec![err.to_string()];
+    let mut shown = vec![("PostgresManager", err.to_string())];
 
     let err = Pool::new(PostgresManager::new(pg.clone(), NoTls), config())
         .await
         .expect_err("Pool::new fails");
     assert!(matches!(err, PoolError::Backend(_)), "{err:?}");
-    shown.push(err.to_string());
+    shown.push(("Pool::new", err.to_string()));
 
     #[cfg(feature = "bb8")]
     {
@@ -53,25 +58,52 @@ async fn failures(pg: &tokio_postgres::Config, code: Option<&SqlState>) -> Vec<S
         let bb8 = Bb8Manager::new(bb8_postgres::PostgresConnectionManager::new(
             pg.clone(),
             NoTls,
-        ));
+        ))
+        .with_target(target_of(pg));
         let err = bb8.connect().await.expect_err("bb8 connect fails");
         assert_eq!(err.get_ref().code(), code, "{err:?}");
-        shown.push(err.to_string());
+        shown.push(("Bb8Manager", err.to_string()));
+        let err = Pool::new(bb8, config()).await.expect_err("Pool::new fails");
+        shown.push(("Pool::new over bb8", err.to_string()));
+    }
+
+    #[cfg(feature = "deadpool")]
+    {
+        use pool_core::compat::deadpool::{DeadpoolError, DeadpoolManager};
+        let deadpool = DeadpoolManager::new(deadpool_postgres::Manager::new(pg.clone(), NoTls))
+            .with_target(target_of(pg));
+        let err = deadpool
+            .connect()
+            .await
+            .expect_err("deadpool connect fails");
+        let DeadpoolError::Connect { error, .. } = &err else {
+            panic!("a connect error: {err:?}");
+        };
+        assert_eq!(error.code(), code, "{err:?}");
+        shown.push(("DeadpoolManager", err.to_string()));
+        let err = Pool::new(deadpool, config())
+            .await
+            .expect_err("Pool::new fails");
+        shown.push(("Pool::new over deadpool", err.to_string()));
     }
     shown
 }
 
-/// Each text names `host` (unless `bb8`: its managers do not say where
-/// they connect) and `message`, once.
-fn assert_names(shown: &[String], host: &str, message: &str) {
-    for (i, text) in shown.iter().enumerate() {
-        let bb8 = i == 2;
-        assert!(bb8 || text.contains(host), "{text:?} names {host}");
-        assert_eq!(
-            text.matches(message).count(),
-            1,
-            "{text:?} names {message:?} once"
-        );
+/// `host:port` of a one-host TCP config, as the adapters are told it.
+#[cfg(any(feature = "bb8", feature = "deadpool"))]
+fn target_of(pg: &tokio_postgres::Config) -> String {
+    let tokio_postgres::config::Host::Tcp(host) = &pg.get_hosts()[0] else {
+        panic!("a TCP host");
+    };
+    format!("{host}:{}", pg.get_ports()[0])
+}
+
+/// Each text is `connect to <host> failed: <cause>`: one prefix, the host,
+/// the server's or the system's own message and nothing else.
+fn assert_names(shown: &[(&str, String)], host: &str, cause: &str) {
+    let expected = format!("connect to {host} failed: {cause}");
+    for (what, text) in shown {
+        assert_eq!(text, &expected, "{what}");
     }
 }
 
@@ -88,7 +120,7 @@ async fn a_wrong_password_is_named_with_the_host() {
         &format!("127.0.0.1:{}", cluster.port()),
         "password authentication failed for user \"app\"",
     );
-    for text in &shown {
+    for (_, text) in &shown {
         assert!(!text.contains("secret"), "{text}");
     }
 }
@@ -112,7 +144,11 @@ async fn a_refused_port_is_named_with_the_host() {
     let port = cluster::free_port();
     let pg = cluster::tcp_config_at(port, "app", "app");
     let shown = bounded(failures(&pg, None)).await;
-    assert_names(&shown, &format!("127.0.0.1:{port}"), "Connection refused");
+    assert_names(
+        &shown,
+        &format!("127.0.0.1:{port}"),
+        "Connection refused (os error 111)",
+    );
 }
 
 #[tokio::test]
@@ -131,8 +167,14 @@ async fn the_connect_warning_names_the_cause_and_the_host() {
     let warned = logs.records_with("connect failed");
     assert!(!warned.is_empty(), "{}", logs.text());
     for record in warned {
-        assert!(record.contains(&format!("127.0.0.1:{port}")), "{record}");
+        assert!(
+            record.contains(&format!(
+                "connect to 127.0.0.1:{port} failed: Connection refused (os error 111)"
+            )),
+            "{record}"
+        );
         assert_eq!(record.matches("Connection refused").count(), 1, "{record}");
+        assert!(!record.contains("error connecting to server"), "{record}");
     }
     pool.close().await;
 }

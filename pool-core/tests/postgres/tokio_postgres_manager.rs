@@ -181,7 +181,7 @@ async fn unreachable_server_times_out_with_the_cause_and_no_password() {
     assert!(err.is_timeout(), "{err:?}");
     let text = err.to_string();
     assert!(
-        text.contains("error connecting to server"),
+        text.contains("; last error: connect to 127.0.0.1:1 failed: Connection refused"),
         "the connect error is in the message: {text}"
     );
     assert_no_secret(&err, SECRET);

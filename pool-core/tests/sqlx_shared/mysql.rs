@@ -253,3 +253,91 @@ async fn pool_rolls_back_dropped_and_raw_transactions() {
     })
     .await;
 }
+
+/// The text of what the manager's connect and `Pool::new` fail with for
+/// `url`: each names where the connect went (`connect to <host> failed: `,
+/// once) and `cause`, behind sqlx's own prefix only.
+async fn assert_connect_named(url: &str, host: &str, cause: &str) -> sqlx::Error {
+    let manager = SqlxManager::<MySqlConnection>::from_url(url).expect("url");
+    let own = bounded(manager.connect()).await.expect_err("connect fails");
+    let config = pool_core::PoolConfig::builder()
+        .max_size(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let manager = SqlxManager::<MySqlConnection>::from_url(url).expect("url");
+    let pool_err = bounded(Pool::new(manager, config))
+        .await
+        .expect_err("Pool::new fails");
+    for (what, text) in [
+        ("SqlxManager", own.to_string()),
+        ("Pool::new", pool_err.to_string()),
+    ] {
+        let named = format!(": connect to {host} failed: ");
+        assert!(text.contains(&named), "{what}: {text}");
+        assert!(text.contains(cause), "{what}: {text}");
+        assert_eq!(text.matches("connect").count(), 1, "{what}: {text}");
+        assert_eq!(text.matches("database: ").count(), 1, "{what}: {text}");
+    }
+    own
+}
+
+/// `MYSQL_URL`'s host and port, and the URL with `user_info` and
+/// `database` in place of its own.
+fn mysql_at(user_info: &str, database: &str) -> (String, String) {
+    let url = crate::support::db::url("MYSQL_URL");
+    let rest = url.split_once("://").expect("a URL").1;
+    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
+    let host = host.split(['/', '?']).next().expect("a host").to_owned();
+    let host = if host.contains(':') {
+        host
+    } else {
+        format!("{host}:3306")
+    };
+    (
+        host.clone(),
+        format!("mysql://{user_info}@{host}/{database}"),
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs MYSQL_URL"]
+async fn a_refused_login_names_the_host() {
+    let (host, url) = mysql_at("pool_core_no_such_user:wrong-secret", "test");
+    let err = assert_connect_named(
+        &url,
+        &host,
+        "Access denied for user 'pool_core_no_such_user'",
+    )
+    .await;
+    assert!(matches!(err, sqlx::Error::Database(_)), "{err:?}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+#[tokio::test]
+#[ignore = "needs MYSQL_URL"]
+async fn a_missing_database_names_the_host() {
+    let url = crate::support::db::url("MYSQL_URL");
+    let user = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .map_or("root", |(user, _)| user)
+        .to_owned();
+    let (host, url) = mysql_at(&user, "pool_core_no_such_db");
+    let err = assert_connect_named(&url, &host, "Unknown database 'pool_core_no_such_db'").await;
+    let db = err.as_database_error().expect("a Database error");
+    assert_eq!(db.code().as_deref(), Some("42000"), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_refused_port_names_the_host() {
+    let port = crate::support::cluster::free_port();
+    let host = format!("127.0.0.1:{port}");
+    let err = assert_connect_named(
+        &format!("mysql://root@{host}/test"),
+        &host,
+        "Connection refused (os error 111)",
+    )
+    .await;
+    assert!(matches!(err, sqlx::Error::Io(_)), "{err:?}");
+}

@@ -11,7 +11,7 @@ use super::drivers::sqlx;
 use super::drivers::sqlx::PgConnection;
 use crate::support::cluster;
 use crate::support::db::bounded;
-use pool_core::{Pool, PoolConfig};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 
 /// The error of `SELECT 1` through `&pool`, on a lazy pool for `url` (so
 /// the failure is the connect of the query's own checkout, with fail fast).
@@ -95,4 +95,86 @@ async fn a_closed_pool_is_pool_closed() {
         .await
         .expect_err("closed");
     assert!(matches!(err, sqlx::Error::PoolClosed), "{err:?}");
+}
+
+/// What the manager's connect and `Pool::new` fail with for `url`, and the
+/// query through `&pool`: each text names where the connect went and the
+/// cause, with one prefix of sqlx's and no second one of the pool's. The
+/// manager's error and the query's, in that order.
+async fn assert_named(url: &str, host: &str, cause: &str) -> (sqlx::Error, sqlx::Error) {
+    let manager = SqlxManager::<PgConnection>::from_url(url).expect("url");
+    let own = bounded(manager.connect()).await.expect_err("connect fails");
+    let config = PoolConfig::builder()
+        .max_size(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let manager = SqlxManager::<PgConnection>::from_url(url).expect("url");
+    let pool_err = bounded(Pool::new(manager, config))
+        .await
+        .expect_err("Pool::new fails");
+    assert!(matches!(pool_err, PoolError::Backend(_)), "{pool_err:?}");
+    let query = query_error(url).await;
+    let named = format!("connect to {host} failed: {cause}");
+    for (what, text) in [
+        ("SqlxManager", own.to_string()),
+        ("Pool::new", pool_err.to_string()),
+        ("&pool", query.to_string()),
+    ] {
+        // sqlx 0.9 adds the server's source line (` at line 334`) after
+        // the message.
+        assert!(text.contains(&format!(": {named}")), "{what}: {text}");
+        assert_eq!(text.matches(": ").count(), 2, "{what}: one prefix: {text}");
+    }
+    (own, query)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs initdb: install the PostgreSQL server or set PG_BIN_DIR, and run with --ignored"]
+async fn a_wrong_password_names_the_host() {
+    let cluster = cluster::Cluster::spawn().await;
+    let _admin = cluster.admin_with_login("app", "right-secret").await;
+    let host = format!("127.0.0.1:{}", cluster.port());
+    let url = format!("postgres://app:wrong-secret@{host}/postgres");
+    let (own, query) = assert_named(
+        &url,
+        &host,
+        "password authentication failed for user \"app\"",
+    )
+    .await;
+    // Still the driver's own error underneath: a downcast finds it.
+    let db = own.as_database_error().expect("a Database error");
+    let pg = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .expect("sqlx's PgDatabaseError");
+    assert_eq!(pg.code(), "28P01");
+    let db = query.as_database_error().expect("a Database error");
+    assert_eq!(db.code().as_deref(), Some("28P01"), "{query:?}");
+    assert!(!query.to_string().contains("secret"), "{query}");
+}
+
+#[tokio::test]
+#[ignore = "needs DATABASE_URL"]
+async fn a_missing_database_names_the_host() {
+    let (_, err) = assert_named(
+        "postgres://postgres@127.0.0.1:5432/no_such_db_xyz",
+        "127.0.0.1:5432",
+        "database \"no_such_db_xyz\" does not exist",
+    )
+    .await;
+    let db = err.as_database_error().expect("a Database error");
+    assert_eq!(db.code().as_deref(), Some("3D000"), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_refused_port_names_the_host() {
+    let port = cluster::free_port();
+    let host = format!("127.0.0.1:{port}");
+    let (_, err) = assert_named(
+        &format!("postgres://app@{host}/app"),
+        &host,
+        "Connection refused (os error 111)",
+    )
+    .await;
+    assert!(matches!(err, sqlx::Error::Io(_)), "{err:?}");
 }

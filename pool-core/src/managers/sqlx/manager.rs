@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use async_trait::async_trait;
 
 use super::backend::SqlxConnection;
+use super::connect_error;
 use super::driver::Error;
 use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
@@ -303,7 +304,13 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     ///
     /// Whatever sqlx's connect fails with: `sqlx::Error::Io` for an
     /// unreachable server, `sqlx::Error::Database` for a refused login, `Tls`,
-    /// `Configuration`. None of them carries the password. A failed password
+    /// `Configuration`. None of them carries the password. The driver's
+    /// errors (`Database`, `Io`, `Tls`, `Protocol`) name where the connect
+    /// went in their text (`error returned from database: connect to
+    /// 127.0.0.1:5433 failed: password authentication failed for user
+    /// "app"`) and keep all else: a `Database` error its `code()`, `kind()`
+    /// and, for a downcast, the driver's own type; an `Io` error its
+    /// `kind()`. A failed password
     /// provider is `Configuration` holding a [`PasswordProviderError`]; no
     /// free ticket in the fleet budget is `Configuration` holding a
     /// [`FleetBudgetExhausted`](crate::managers::fleet::FleetBudgetExhausted),
@@ -339,7 +346,9 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
             None => None,
         };
         let options = self.options_for_connect(password.as_deref());
-        let mut conn = C::connect_pooled(&options, self.unnamed()).await?;
+        let mut conn = C::connect_pooled(&options, self.unnamed())
+            .await
+            .map_err(|e| connect_error::at_target(e, C::target(&self.options)))?;
         if let Some(budget) = self.budget() {
             // One round trip. On an error `conn` is dropped here, which
             // closes its socket and so ends the session on the server.

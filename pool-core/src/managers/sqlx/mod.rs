@@ -144,6 +144,7 @@ macro_rules! prepare_and_describe {
 // on to the impls and methods inside (the shared files cannot name it).
 mod ambient;
 mod backend;
+mod connect_error;
 mod executor;
 mod manager;
 #[cfg(feature = "sqlx-mysql")]

@@ -273,7 +273,12 @@ impl fmt::Debug for Shared {
 
 impl fmt::Display for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.part(), f)
+        // The database's error as shown (which may say more than the
+        // driver's part inside, e.g. where the connect went).
+        match self.db() {
+            Some(db) => fmt::Display::fmt(db, f),
+            None => fmt::Display::fmt(self.part(), f),
+        }
     }
 }
 

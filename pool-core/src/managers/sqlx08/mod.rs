@@ -97,6 +97,8 @@ macro_rules! prepare_and_describe {
 // on to the impls and methods inside (the shared files cannot name it).
 #[path = "../sqlx/backend.rs"]
 mod backend;
+#[path = "../sqlx/connect_error.rs"]
+mod connect_error;
 #[path = "../sqlx/executor.rs"]
 mod executor;
 #[path = "../sqlx/manager.rs"]

@@ -7,7 +7,7 @@ use std::fmt;
 use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
-use crate::error_chain::ErrorChain;
+use crate::error_chain::{ConnectCause, ErrorChain};
 use crate::managers::fleet::{FleetBudgetConfigError, FleetBudgetExhausted};
 
 use super::ResetMode;
@@ -18,9 +18,10 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// Why opening, checking or resetting a connection failed.
 ///
 /// `Display` names the cause: for [`Connect`](Self::Connect) where the
-/// connect went and the driver's text with its causes (`connect to
-/// 127.0.0.1:5433 failed: db error: FATAL: password authentication failed
-/// for user "app"`), for [`Db`](Self::Db) the driver's text with its causes
+/// connect went and the server's or the system's message (`connect to
+/// 127.0.0.1:5433 failed: password authentication failed for user "app"`,
+/// `connect to 127.0.0.1:5433 failed: Connection refused (os error 111)`),
+/// for [`Db`](Self::Db) the driver's text with its causes
 /// (`db error: ERROR: relation "t" does not exist`); the other cases say
 /// what failed. Never shows a password.
 #[derive(Debug)]
@@ -97,7 +98,7 @@ impl fmt::Display for PgError {
         match self {
             Self::Db(e) => fmt::Display::fmt(&ErrorChain(e), f),
             Self::Connect { target, error } => {
-                write!(f, "connect to {target} failed: {}", ErrorChain(error))
+                write!(f, "connect to {target} failed: {}", ConnectCause(error))
             }
             Self::Password(e) => write!(f, "password provider failed: {e}"),
             Self::FleetBudget(e) => fmt::Display::fmt(e, f),
