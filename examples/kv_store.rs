@@ -1,9 +1,9 @@
 //! A key-value store over the pool whose backend is chosen by the URL alone.
 //!
 //! ```text
-//! cargo run -p pool-examples --example kv_store                      # SQLite, no server
-//! cargo run -p pool-examples --example kv_store -- postgres://postgres@127.0.0.1:5432/test
-//! cargo run -p pool-examples --example kv_store -- sqlite:kv.db mysql://root@127.0.0.1:3306/test
+//! cargo run -p pool-examples --features kv --example kv_store                      # SQLite, no server
+//! cargo run -p pool-examples --features kv --example kv_store -- postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p pool-examples --features kv --example kv_store -- sqlite:kv.db mysql://root@127.0.0.1:3306/test
 //! ```
 //!
 //! The first URL (default: a SQLite file in a temporary directory) holds the

@@ -1,8 +1,9 @@
-//! Quickstart: a pool of sqlx connections to an embedded SQLite database.
-//! Needs no server.
+//! The quickstart's program on sqlx: a pool of sqlx connections to an
+//! embedded SQLite database, through the pool's `SqlxManager`. Needs no
+//! server.
 //!
 //! ```text
-//! cargo run -p pool-examples --example quickstart
+//! cargo run -p pool-examples --features sqlx-sqlite --example sqlx_sqlite
 //! ```
 //!
 //! It opens a pool of 4 connections, runs 32 tasks through it at once, shows a
@@ -34,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
         .busy_timeout(Duration::from_secs(5)); // writers wait for each other
 
     let config = PoolConfig::builder()
-        .name("quickstart")
+        .name("sqlx-sqlite")
         .max_size(4)
         .acquire_timeout(Duration::from_secs(10))
         .build()?;
@@ -178,7 +179,7 @@ struct TempDb {
 
 impl TempDb {
     fn new() -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("pool-quickstart-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("pool-sqlx-sqlite-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("quickstart.db");
         Ok(Self { dir, path })

@@ -4,7 +4,7 @@
 //! Run with a PostgreSQL server:
 //!
 //! ```text
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --example tokio_postgres
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --features tokio-postgres --example tokio_postgres
 //! ```
 
 use std::time::Duration;
