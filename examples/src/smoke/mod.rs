@@ -14,14 +14,14 @@ mod todos;
 /// ends (a panic included): on a thread of its own, with a fresh connection
 /// and runtime, so it works in a panicking test. Declare it before the
 /// pools that use what it drops, so they go first.
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "axum", feature = "todos"))]
 #[derive(Debug)]
 struct Cleanup {
     url: String,
     statement: String,
 }
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "axum", feature = "todos"))]
 impl Cleanup {
     fn new(url: &str, statement: String) -> Self {
         Self {
@@ -31,7 +31,7 @@ impl Cleanup {
     }
 }
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "axum", feature = "todos"))]
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let (url, statement) = (self.url.clone(), self.statement.clone());
@@ -55,7 +55,7 @@ impl Drop for Cleanup {
     }
 }
 
-#[cfg(feature = "sqlx-postgres")]
+#[cfg(any(feature = "axum", feature = "todos"))]
 async fn run_on(url: &str, statement: String) -> Result<(), String> {
     use sqlx::Connection;
     let statement = sqlx::AssertSqlSafe(statement);
