@@ -2,7 +2,7 @@
 //! `pool_examples::axum_service` for the routes.
 //!
 //! ```text
-//! cargo run -p pool-examples --example axum_service
+//! cargo run -p pool-examples --features axum --example axum_service
 //! curl localhost:3000/health
 //! curl -d 'hello' localhost:3000/notes
 //! curl localhost:9000/metrics
@@ -11,8 +11,9 @@
 //! Reads `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
 //! `APP_ADDR` (default `127.0.0.1:3000`; port 0 picks a free one) and
 //! `METRICS_ADDR` (default `127.0.0.1:9000`). Prints the address it
-//! listens on, and stops on Ctrl-C, dropping its notes table on the way
-//! out (it is an example run against a shared database).
+//! listens on, and stops on Ctrl-C or SIGTERM, dropping its notes table
+//! (`axum_notes_` and its process id) on the way out (it is an example run
+//! against a shared database).
 
 use std::net::SocketAddr;
 
@@ -31,26 +32,6 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
     let app_addr = addr("APP_ADDR", "127.0.0.1:3000")?;
     let metrics_addr = addr("METRICS_ADDR", "127.0.0.1:9000")?;
-
-    axum_service::install_metrics(metrics_addr).context("starting the metrics listener")?;
-    let pool = axum_service::connect(&url)
-        .await
-        .context("connecting (is PostgreSQL running?)")?;
-    let listener = tokio::net::TcpListener::bind(app_addr).await?;
-    println!(
-        "listening on http://{}, metrics on http://{metrics_addr}/metrics",
-        listener.local_addr()?
-    );
-
-    let shutdown = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            eprintln!("cannot listen for Ctrl-C ({e}); stop the process instead");
-            std::future::pending::<()>().await;
-        }
-    };
-    let served = axum_service::serve(listener, pool.clone(), shutdown).await;
-    axum_service::drop_notes(&pool).await?;
-    pool.close().await;
-    served?;
-    Ok(())
+    let stop = axum_service::stop_signal().context("listening for signals")?;
+    axum_service::run(&url, app_addr, metrics_addr, stop).await
 }

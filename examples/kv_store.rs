@@ -1,14 +1,15 @@
 //! A key-value store over the pool whose backend is chosen by the URL alone.
 //!
 //! ```text
-//! cargo run -p pool-examples --example kv_store                      # SQLite, no server
-//! cargo run -p pool-examples --example kv_store -- postgres://postgres@127.0.0.1:5432/test
-//! cargo run -p pool-examples --example kv_store -- sqlite:kv.db mysql://root@127.0.0.1:3306/test
+//! cargo run -p pool-examples --features kv --example kv_store                      # SQLite, no server
+//! cargo run -p pool-examples --features kv --example kv_store -- postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p pool-examples --features kv --example kv_store -- sqlite:kv.db mysql://root@127.0.0.1:3306/test
 //! ```
 //!
 //! The first URL (default: a SQLite file in a temporary directory) holds the
 //! store; with a second URL, everything is then copied into that backend and
-//! checked. Both tables (`kv_example`) are dropped at the end. The store
+//! checked. Both tables (`kv_example_` and the process id, so two runs never
+//! share one) are dropped at the end. The store
 //! itself is `pool_examples::kv` (`examples/src/kv/`).
 
 use std::path::PathBuf;
@@ -20,7 +21,10 @@ use pool_core::PoolConfig;
 use pool_examples::kv::{KvOptions, KvStore};
 use serde::{Deserialize, Serialize};
 
-const TABLE: &str = "kv_example";
+/// The store's table, this run's own.
+fn table() -> String {
+    format!("kv_example_{}", std::process::id())
+}
 const WRITERS: usize = 8;
 const KEYS_PER_WRITER: usize = 25;
 
@@ -51,13 +55,13 @@ async fn main() -> anyhow::Result<()> {
     let result = demo(&store, copy_url.as_deref()).await;
     store.drop_table().await?;
     store.close().await;
-    println!("dropped `{TABLE}`; done");
+    println!("dropped `{}`; done", table());
     result
 }
 
 async fn open(url: &str) -> anyhow::Result<KvStore> {
     let options = KvOptions::new()
-        .table(TABLE)
+        .table(table())
         .cache_ttl(Duration::from_secs(2))
         .pool(
             PoolConfig::builder()

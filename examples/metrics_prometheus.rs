@@ -2,9 +2,9 @@
 //! facade and `metrics-exporter-prometheus`: no code of the pool's own.
 //!
 //! ```text
-//! cargo run -p pool-examples --example metrics_prometheus
-//! cargo run -p pool-examples --example metrics_prometheus -- --otel
-//! cargo run -p pool-examples --example metrics_prometheus -- --serve 127.0.0.1:9187
+//! cargo run -p pool-examples --features prometheus --example metrics_prometheus
+//! cargo run -p pool-examples --features prometheus --example metrics_prometheus -- --otel
+//! cargo run -p pool-examples --features prometheus --example metrics_prometheus -- --serve 127.0.0.1:9187
 //! ```
 //!
 //! The first prints the scrape text once, under HikariCP's names; `--otel`

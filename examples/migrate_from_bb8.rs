@@ -5,7 +5,7 @@
 //! (see MIGRATION.md for the full table).
 //!
 //! ```text
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --example migrate_from_bb8
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --features bb8 --example migrate_from_bb8
 //! ```
 
 use std::time::Duration;

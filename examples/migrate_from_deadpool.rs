@@ -2,7 +2,7 @@
 //! then switching to the native tokio-postgres manager.
 //!
 //! ```text
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --example migrate_from_deadpool
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --features deadpool --example migrate_from_deadpool
 //! ```
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! rolls back before the same backend is handed out again, and the metrics.
 //!
 //! ```text
-//! cargo run -p pool-examples --example sqlx_postgres
+//! cargo run -p pool-examples --features sqlx-postgres --example sqlx_postgres
 //! ```
 //!
 //! Reads `DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`.

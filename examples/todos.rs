@@ -3,12 +3,12 @@
 //! changed.
 //!
 //! ```text
-//! cargo run -p pool-examples --example todos                  # the demo, then cleans up
-//! cargo run -p pool-examples --example todos -- add 'buy milk'
-//! cargo run -p pool-examples --example todos -- done 1
-//! cargo run -p pool-examples --example todos -- list
-//! cargo run -p pool-examples --example todos -- archive
-//! cargo run -p pool-examples --example todos -- drop          # removes the schema
+//! cargo run -p pool-examples --features todos --example todos                  # the demo, then cleans up
+//! cargo run -p pool-examples --features todos --example todos -- add 'buy milk'
+//! cargo run -p pool-examples --features todos --example todos -- done 1
+//! cargo run -p pool-examples --features todos --example todos -- list
+//! cargo run -p pool-examples --features todos --example todos -- archive
+//! cargo run -p pool-examples --features todos --example todos -- drop          # removes the schema
 //! ```
 //!
 //! Reads `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`)

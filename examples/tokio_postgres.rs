@@ -4,7 +4,7 @@
 //! Run with a PostgreSQL server:
 //!
 //! ```text
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --example tokio_postgres
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p pool-examples --features tokio-postgres --example tokio_postgres
 //! ```
 
 use std::time::Duration;
@@ -43,10 +43,33 @@ async fn main() -> anyhow::Result<()> {
         ))
         .await?;
 
+    // The table goes whatever happened in between (an example run against
+    // a shared database leaves nothing behind).
+    let worked = work(&pool, &table).await;
+    let conn = pool.get().await?;
+    conn.batch_execute(&format!("DROP TABLE {table}")).await?;
+    drop(conn);
+    worked?;
+
+    let m = pool.metrics();
+    println!(
+        "metrics: {} open ({} idle), {} checkouts, {} opened, wait p99 {:?}",
+        m.total,
+        m.idle,
+        m.acquire_count,
+        m.creation_count,
+        to_micros(m.acquire_wait_p99)
+    );
+    pool.close().await;
+    Ok(())
+}
+
+/// Writes from twenty tasks, then a query cut off by its time limit.
+async fn work(pool: &Pool<PostgresManager<NoTls>>, table: &str) -> anyhow::Result<()> {
     // Twenty tasks share four connections; each writes in a transaction.
     let mut tasks = Vec::new();
     for id in 0..20i32 {
-        let (pool, table) = (pool.clone(), table.clone());
+        let (pool, table) = (pool.clone(), table.to_owned());
         tasks.push(tokio::spawn(async move {
             let mut conn = pool.get().await?;
             let insert = conn
@@ -87,20 +110,6 @@ async fn main() -> anyhow::Result<()> {
     }
     drop(conn);
 
-    let conn = pool.get().await?;
-    conn.batch_execute(&format!("DROP TABLE {table}")).await?;
-    drop(conn);
-
-    let m = pool.metrics();
-    println!(
-        "metrics: {} open ({} idle), {} checkouts, {} opened, wait p99 {:?}",
-        m.total,
-        m.idle,
-        m.acquire_count,
-        m.creation_count,
-        to_micros(m.acquire_wait_p99)
-    );
-    pool.close().await;
     Ok(())
 }
 

@@ -185,6 +185,39 @@ while read -r name; do measurements+=(--skip "$name"); done < <(
     sed -nE 's/.*fn ([A-Za-z0-9_]+).*/\1/p'
 )
 
+# Tests and examples leave nothing in the shared databases: with the URLs
+# set, the tables of both (PostgreSQL: every schema but the system ones;
+# MariaDB: the URL's database) are listed before the test passes and again
+# at the end, and a table that was not there before fails the run, named.
+shared_tables() {
+  psql "$DATABASE_URL" -XAtq -c "SELECT 'postgres: ' || schemaname || '.' || tablename
+      FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')" || return 1
+  # mysql://user[:password]@host[:port]/database, as the tests read it.
+  local rest=${MYSQL_URL#*://} user=root password= host port=3306 database
+  if [[ $rest == *@* ]]; then
+    user=${rest%%@*}
+    rest=${rest#*@}
+    if [[ $user == *:* ]]; then password=${user#*:}; user=${user%%:*}; fi
+  fi
+  host=${rest%%/*}
+  database=${rest#*/}
+  database=${database%%\?*}
+  if [[ $host == *:* ]]; then port=${host##*:}; host=${host%:*}; fi
+  MYSQL_PWD=$password mysql -h "$host" -P "$port" -u "$user" -N -B -e \
+    "SELECT CONCAT('mariadb: ', table_schema, '.', table_name) FROM information_schema.tables
+     WHERE table_schema = '$database'" || return 1
+}
+tables_before=
+if [[ ${#ignored_args[@]} -gt 0 ]]; then
+  if tables_before=$(shared_tables); then
+    tables_before=$(LC_ALL=C sort <<<"$tables_before")
+  else
+    echo "test.sh: cannot list the shared databases' tables (psql and mysql are needed)" >&2
+    if $in_ci; then exit 1; fi
+    tables_before=unknown
+  fi
+fi
+
 step "tests, paused clock (every crate, every feature)"
 tests "$log" "tests, paused clock" \
   cargo test --workspace --all-features --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}"
@@ -265,6 +298,22 @@ step "dependency floors (direct dependencies at their lowest versions)"
 # added) fails here rather than in a user's build locked at that release.
 MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
   tests "$log" "dependency floors" scripts/min_versions.sh
+
+if [[ -n $tables_before && $tables_before != unknown ]]; then
+  step "tables left in the shared databases"
+  if tables_after=$(shared_tables); then
+    left=$(LC_ALL=C comm -13 <(echo "$tables_before") <(LC_ALL=C sort <<<"$tables_after"))
+    if [[ -n $left ]]; then
+      echo "test.sh: the tests left these tables (drop them when they are done, on every path):"
+      echo "$left" | sed 's/^/  /'
+      failed_passes+=("tables left in the shared databases")
+    else
+      echo "test.sh: no table left"
+    fi
+  else
+    failed_passes+=("tables left in the shared databases (cannot list them)")
+  fi
+fi
 
 # The build's footprint, so a change that grows it shows up in the log.
 echo "test.sh: target dir: $(du -sh "$target_dir" 2>/dev/null | cut -f1)"

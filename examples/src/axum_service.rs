@@ -16,11 +16,16 @@
 //! pool for the current transaction (`pool.current()`) instead of being
 //! handed one; a 2xx or 3xx answer commits it, any other rolls it back.
 //!
+//! Its notes live in a table of the process's own ([`notes_table`]),
+//! dropped when the service stops ([`run`]), so a run leaves nothing behind
+//! in a shared database.
+//!
 //! `examples/axum_service.rs` runs it; `examples/src/smoke/axum_service.rs`
 //! smoke-tests it.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
@@ -34,7 +39,7 @@ use pool_core::ambient::TxError;
 use pool_core::managers::sqlx::SqlxManager;
 use pool_core::{Pool, PoolConfig};
 use serde::Serialize;
-use sqlx::PgConnection;
+use sqlx::{AssertSqlSafe, PgConnection};
 use tokio::net::TcpListener;
 
 /// The pool the service runs on.
@@ -59,8 +64,16 @@ pub fn install_metrics(addr: SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The notes table: `axum_notes_` and the process id, so two runs on one
+/// database (the example and its smoke test, say) never share a table and
+/// each drops only its own.
+pub fn notes_table() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("axum_notes_{}", std::process::id()))
+}
+
 /// Opens the pool on `url` (named `axum-service`, up to 8 connections) and
-/// creates the notes table if it is missing.
+/// creates the notes table ([`notes_table`]) if it is missing.
 ///
 /// # Errors
 ///
@@ -72,9 +85,10 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .acquire_timeout(Duration::from_secs(5))
         .build()?;
     let pool = Pool::new(SqlxManager::<PgConnection>::from_url(url)?, config).await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS axum_notes (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)",
-    )
+    sqlx::query(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS {} (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)",
+        notes_table()
+    )))
     .execute(&pool)
     .await?;
     Ok(pool)
@@ -88,9 +102,76 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
 ///
 /// The `DROP TABLE`'s error.
 pub async fn drop_notes(pool: &PgPool) -> Result<(), sqlx::Error> {
-    sqlx::query("DROP TABLE IF EXISTS axum_notes")
-        .execute(pool)
-        .await?;
+    sqlx::query(AssertSqlSafe(format!(
+        "DROP TABLE IF EXISTS {}",
+        notes_table()
+    )))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A future that resolves when the process is asked to stop: Ctrl-C, or on
+/// Unix SIGTERM, what `kill`, service managers and container runtimes send
+/// (without a handler for it the process would die on the spot, its table
+/// left behind). The handlers are installed when this returns, so a signal
+/// sent after that is never missed.
+///
+/// # Errors
+///
+/// When a signal handler cannot be installed.
+pub fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+}
+
+/// The example program: the metrics listener on `metrics_addr`, the pool on
+/// `url`, the service on `app_addr` (port 0 picks a free one, printed as
+/// `listening on http://ADDR`) until `stop` resolves; then the notes table
+/// is dropped and the pool closed.
+///
+/// # Errors
+///
+/// A metrics recorder already installed, an unreachable server, an address
+/// that cannot be bound, the server's I/O error, or the `DROP TABLE`'s.
+pub async fn run(
+    url: &str,
+    app_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    install_metrics(metrics_addr).context("starting the metrics listener")?;
+    let pool = connect(url)
+        .await
+        .context("connecting (is PostgreSQL running?)")?;
+    let listener = TcpListener::bind(app_addr).await?;
+    println!(
+        "listening on http://{}, metrics on http://{metrics_addr}/metrics",
+        listener.local_addr()?
+    );
+    let served = serve(listener, pool.clone(), stop).await;
+    drop_notes(&pool).await?;
+    pool.close().await;
+    served?;
     Ok(())
 }
 
@@ -222,13 +303,19 @@ async fn add_note(State(pool): State<PgPool>, body: String) -> Result<Json<Added
     // An owned transaction: it could be moved into a task or kept in a
     // struct. Returning early with `?` drops it, and the pool rolls it back.
     let mut tx = pool.begin().await?;
-    let id: i64 = sqlx::query_scalar("INSERT INTO axum_notes (body) VALUES ($1) RETURNING id")
-        .bind(&body)
-        .fetch_one(&mut *tx)
-        .await?;
-    let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM axum_notes")
-        .fetch_one(&mut *tx)
-        .await?;
+    let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "INSERT INTO {} (body) VALUES ($1) RETURNING id",
+        notes_table()
+    )))
+    .bind(&body)
+    .fetch_one(&mut *tx)
+    .await?;
+    let notes: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {}",
+        notes_table()
+    )))
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(Json(Added { id, notes }))
 }
@@ -248,18 +335,24 @@ async fn add_note_scoped(State(pool): State<PgPool>, body: String) -> Result<Res
 /// Inserts a note in the current transaction, wherever it was begun.
 async fn store_note(pool: &PgPool, body: &str) -> Result<i64, AppError> {
     let mut tx = pool.current().await?;
-    let id = sqlx::query_scalar("INSERT INTO axum_notes (body) VALUES ($1) RETURNING id")
-        .bind(body)
-        .fetch_one(&mut *tx)
-        .await?;
+    let id = sqlx::query_scalar(AssertSqlSafe(format!(
+        "INSERT INTO {} (body) VALUES ($1) RETURNING id",
+        notes_table()
+    )))
+    .bind(body)
+    .fetch_one(&mut *tx)
+    .await?;
     Ok(id)
 }
 
 async fn note(State(pool): State<PgPool>, Path(id): Path<i64>) -> Result<Response, AppError> {
-    let body: Option<String> = sqlx::query_scalar("SELECT body FROM axum_notes WHERE id = $1")
-        .bind(id)
-        .fetch_optional(&pool)
-        .await?;
+    let body: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT body FROM {} WHERE id = $1",
+        notes_table()
+    )))
+    .bind(id)
+    .fetch_optional(&pool)
+    .await?;
     Ok(match body {
         Some(body) => body.into_response(),
         None => StatusCode::NOT_FOUND.into_response(),

@@ -65,6 +65,10 @@ async fn service_answers_every_route_and_serves_metrics() {
         Ok(url) if !url.trim().is_empty() => url,
         _ => panic!("DATABASE_URL is not set: this test needs PostgreSQL (see scripts/test.sh)"),
     };
+    let _cleanup = super::Cleanup::new(
+        &url,
+        format!("DROP TABLE IF EXISTS {}", axum_service::notes_table()),
+    );
     tokio::time::timeout(Duration::from_secs(60), async {
         let metrics_addr = free_port().await;
         axum_service::install_metrics(metrics_addr).unwrap();
@@ -125,7 +129,8 @@ async fn service_answers_every_route_and_serves_metrics() {
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
         axum_service::drop_notes(&pool).await.unwrap();
-        let left: Option<String> = sqlx::query_scalar("SELECT to_regclass('axum_notes')::text")
+        let left: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            .bind(axum_service::notes_table())
             .fetch_one(&pool)
             .await
             .unwrap();
@@ -134,4 +139,84 @@ async fn service_answers_every_route_and_serves_metrics() {
     })
     .await
     .expect("the smoke test finished within its time bound");
+}
+
+/// Set in the child process of [`sigterm_stops_the_service_and_drops_its_table`].
+const SIGTERM_CHILD: &str = "POOL_EXAMPLES_SIGTERM_CHILD";
+
+/// The example stopped as a service manager, a container runtime or `kill`
+/// stops it (SIGTERM): it shuts down as on Ctrl-C and drops its notes
+/// table. The test runs itself again in a child process (this test binary,
+/// this test alone), which runs [`axum_service::run`] as the example's
+/// `main` does; the parent sends it SIGTERM once it listens, and checks
+/// that it exited by itself and that its table is gone.
+#[cfg(unix)]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_service_and_drops_its_table() {
+    let url = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!("DATABASE_URL is not set: this test needs PostgreSQL (see scripts/test.sh)"),
+    };
+    if std::env::var_os(SIGTERM_CHILD).is_some() {
+        let stop = axum_service::stop_signal().unwrap();
+        let any_port = "127.0.0.1:0".parse().unwrap();
+        axum_service::run(&url, any_port, free_port().await, stop)
+            .await
+            .unwrap();
+        return;
+    }
+
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "smoke::axum_service::sigterm_stops_the_service_and_drops_its_table",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env(SIGTERM_CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().expect("the child runs");
+    // Its table, dropped here too whatever happens to the child.
+    let table = format!("axum_notes_{pid}");
+    let _cleanup = super::Cleanup::new(&url, format!("DROP TABLE IF EXISTS {table}"));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.starts_with("listening on http://") {
+                return;
+            }
+        }
+        panic!("the child ended before it listened");
+    })
+    .await
+    .expect("the child listened within 60 s");
+
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the child stopped within 30 s of SIGTERM")
+        .unwrap();
+    assert!(
+        status.success(),
+        "the child shut down by itself on SIGTERM: {status:?}"
+    );
+
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let left: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+        .bind(&table)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, None, "the child dropped {table}");
 }

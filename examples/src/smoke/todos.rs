@@ -22,10 +22,10 @@ fn schema(test: &str) -> String {
     )
 }
 
-async fn schema_exists(pool: &todos::PgPool, schema: &str) -> bool {
+async fn schema_exists(conn: &mut sqlx::PgConnection, schema: &str) -> bool {
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
         .bind(schema)
-        .fetch_one(pool)
+        .fetch_one(conn)
         .await
         .unwrap()
 }
@@ -41,6 +41,8 @@ async fn bounded<T>(fut: impl std::future::Future<Output = T>) -> T {
 async fn the_demo_runs_and_drops_its_schema() {
     bounded(async {
         let schema = schema("demo");
+        let _cleanup =
+            super::Cleanup::new(&url(), format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
         let mut out = Vec::new();
         todos::demo(&url(), &schema, &mut out).await.unwrap();
         let out = String::from_utf8(out).unwrap();
@@ -58,12 +60,15 @@ async fn the_demo_runs_and_drops_its_schema() {
             out.ends_with(&format!("dropped schema {schema}\n")),
             "{out}"
         );
-        let pool = todos::connect(&url(), "public").await.unwrap();
+        // A plain connection: `todos::connect` would run the migrations
+        // into the schema it is given.
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url())
+            .await
+            .unwrap();
         assert!(
-            !schema_exists(&pool, &schema).await,
+            !schema_exists(&mut conn, &schema).await,
             "the demo left {schema}"
         );
-        pool.close().await;
     })
     .await;
 }
@@ -73,10 +78,12 @@ async fn the_demo_runs_and_drops_its_schema() {
 async fn each_step_as_a_pgpool_program_writes_it() {
     bounded(async {
         let schema = schema("steps");
+        let _cleanup =
+            super::Cleanup::new(&url(), format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
         let pool = todos::connect(&url(), &schema).await.unwrap();
         let result = steps(&pool).await;
         todos::drop_schema(&pool, &schema).await.unwrap();
-        assert!(!schema_exists(&pool, &schema).await);
+        assert!(!schema_exists(&mut pool.get().await.unwrap(), &schema).await);
         pool.close().await;
         result.unwrap();
     })

@@ -102,6 +102,7 @@ async fn isolation_and_read_only_reach_the_server() {
     bounded(async {
         let pool = pool(2).await;
         let t = unique("ambient_mysql_isolation");
+        let _t_guard = table_guard(&t);
         create(&pool, &t).await;
         let done: Result<(), F> = pool
             .transaction()

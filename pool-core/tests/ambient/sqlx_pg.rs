@@ -119,6 +119,9 @@ async fn a_failed_commit_is_the_callers_error() {
         let monitor = monitor().await;
         let parent = unique("ambient_parent");
         let child = unique("ambient_child");
+        // The child's guard goes first (last declared), then the parent's.
+        let _parent_guard = table_guard(&parent);
+        let _child_guard = table_guard(&child);
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE {parent} (v BIGINT PRIMARY KEY)"
         )))
@@ -168,6 +171,7 @@ async fn savepoint_and_release_errors_roll_the_transaction_back() {
     bounded(async {
         let pool = pool(1).await;
         let t = unique("ambient_aborted");
+        let _t_guard = table_guard(&t);
         create(&pool, &t).await;
         // A statement fails and the body carries on: the transaction is
         // aborted, so the next SAVEPOINT fails.

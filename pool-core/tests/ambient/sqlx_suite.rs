@@ -84,6 +84,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_required");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
 
                 assert!(matches!(pool.current().await, Err(TxError::NoTransaction)));
@@ -143,6 +144,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_rollback_only");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -172,6 +174,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_nested");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -230,6 +233,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_requires_new");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -293,6 +297,7 @@ use crate::{Fail, SERVER_WAIT};
                 let pool = pool(1).await;
                 let monitor = monitor().await;
                 let t = unique("ambient_outcome");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let id = Arc::new(Mutex::new(0_i64));
 
@@ -348,6 +353,7 @@ use crate::{Fail, SERVER_WAIT};
                 let pool = pool(1).await;
                 let monitor = monitor().await;
                 let t = unique("ambient_cancelled");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let id = Arc::new(Mutex::new(None::<i64>));
                 let (started, running) = tokio::sync::oneshot::channel::<()>();
@@ -384,7 +390,9 @@ use crate::{Fail, SERVER_WAIT};
                 let a = pool(1).await;
                 let b = pool(1).await;
                 let ta = unique("ambient_pool_a");
+                let _ta_guard = table_guard(&ta);
                 let tb = unique("ambient_pool_b");
+                let _tb_guard = table_guard(&tb);
                 create(&a, &ta).await;
                 create(&b, &tb).await;
                 let done: Result<(), F> = a
@@ -421,6 +429,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_joined");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -450,6 +459,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(2).await;
                 let t = unique("ambient_spawned");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done: Result<(), F> = pool
                     .transaction()
@@ -695,6 +705,7 @@ use crate::{Fail, SERVER_WAIT};
             bounded(async {
                 let pool = pool(1).await;
                 let t = unique("ambient_escaped");
+                let _t_guard = table_guard(&t);
                 create(&pool, &t).await;
                 let done = pool
                     .transaction()

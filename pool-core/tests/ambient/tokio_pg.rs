@@ -98,6 +98,7 @@ async fn every_propagation_mode() {
     bounded(async {
         let pool = pool(2).await;
         let t = unique("ambient_tp_modes");
+        let _table = crate::pg_common::TableGuard { name: t.clone() };
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         assert!(matches!(pool.current().await, Err(TxError::NoTransaction)));
         let mandatory: Result<(), F> = pool
@@ -201,6 +202,7 @@ async fn commit_rollback_panic_and_cancellation_leave_nothing_open() {
         let pool = pool(1).await;
         let monitor = monitor().await;
         let t = unique("ambient_tp_outcome");
+        let _table = crate::pg_common::TableGuard { name: t.clone() };
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let backend = Arc::new(Mutex::new(0));
 
@@ -272,6 +274,7 @@ async fn a_cancelled_scope_on_a_pool_that_does_not_reset_closes_its_connection()
         let pool = pool_with(1, ResetMode::None).await;
         let monitor = monitor().await;
         let t = unique("ambient_tp_no_reset");
+        let _table = crate::pg_common::TableGuard { name: t.clone() };
         plain(&pool, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let backend = Arc::new(Mutex::new(0));
         let (started, running) = tokio::sync::oneshot::channel::<()>();
@@ -307,6 +310,7 @@ async fn two_pools_and_handed_tasks() {
         let a = pool(2).await;
         let b = pool(1).await;
         let t = unique("ambient_tp_tasks");
+        let _table = crate::pg_common::TableGuard { name: t.clone() };
         plain(&a, &format!("CREATE TABLE {t} (v BIGINT)")).await;
         let done: Result<(), F> = a
             .transaction()

@@ -101,7 +101,7 @@ async fn dropped_transaction_is_never_handed_out_still_open() {
     let pool = Pool::new(manager(&tag).reset_mode(ResetMode::Rollback), config(1))
         .await
         .expect("pool");
-    let table = support::db::unique("tx_tp_t");
+    let table = support::db::Table::postgres("tx_tp_t");
     batch_on(&pool, &format!("CREATE TABLE {table} (x int)")).await;
 
     for round in 0..3 {

@@ -35,8 +35,9 @@ async fn write(conn: &PgClient, table: &str) {
         .expect("insert");
 }
 
-async fn temp_table(conn: &PgClient) -> String {
-    let table = support::db::unique("reset_t");
+/// A table of the test's own, dropped when the guard goes (panics too).
+async fn temp_table(conn: &PgClient) -> support::db::Table {
+    let table = support::db::Table::postgres("reset_t");
     conn.batch_execute(&format!("CREATE TABLE {table} (x int)"))
         .await
         .expect("create table");
@@ -78,7 +79,7 @@ async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
     );
     // And the next user is outside any transaction: a write gets no txid
     // that outlives its own statement.
-    write(&conn, &table).await;
+    write(&conn, table.name()).await;
     assert_eq!(txid(&conn).await, None);
     let rows: i64 = conn
         .query_one(&format!("SELECT count(*) FROM {table}"), &[])
@@ -86,7 +87,7 @@ async fn dropped_transaction_is_rolled_back_and_not_idle_in_transaction() {
         .expect("count")
         .get(0);
     assert_eq!(rows, 1, "the dropped transaction's insert was rolled back");
-    drop_table(&conn, &table).await;
+    drop_table(&conn, table.name()).await;
 }
 
 #[tokio::test]
@@ -101,7 +102,7 @@ async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
     let table = temp_table(&conn).await;
     std::mem::forget(conn.transaction().await.expect("begin"));
     give_back(&m, &mut conn).await;
-    write(&conn, &table).await;
+    write(&conn, table.name()).await;
     assert!(
         txid(&conn).await.is_some(),
         "without reset the next user is inside the leaked transaction"
@@ -113,9 +114,9 @@ async fn leaked_transaction_is_rolled_back_in_rollback_mode_only() {
     std::mem::forget(conn.transaction().await.expect("begin"));
     assert!(m.needs_reset(&mut conn));
     give_back(&m, &mut conn).await;
-    write(&conn, &table).await;
+    write(&conn, table.name()).await;
     assert_eq!(txid(&conn).await, None, "reset left the transaction");
-    drop_table(&conn, &table).await;
+    drop_table(&conn, table.name()).await;
 }
 
 #[tokio::test]
@@ -156,7 +157,7 @@ async fn only_unfinished_transactions_need_a_reset() {
     );
     assert!(m.needs_reset(&mut conn), "a cancelled begin is dirty");
     give_back(&m, &mut conn).await;
-    write(&conn, &table).await;
+    write(&conn, table.name()).await;
     assert_eq!(txid(&conn).await, None);
 
     // A savepoint inside keeps the outer transaction tracked.
@@ -170,7 +171,7 @@ async fn only_unfinished_transactions_need_a_reset() {
         "the outer transaction was dropped"
     );
     give_back(&m, &mut conn).await;
-    drop_table(&conn, &table).await;
+    drop_table(&conn, table.name()).await;
 }
 
 #[tokio::test]
@@ -191,7 +192,7 @@ async fn raw_begin_needs_a_mode_that_checks_every_return() {
         let pid = support::pg::backend_pid(&conn).await;
         let table = temp_table(&conn).await;
         conn.batch_execute("BEGIN").await.expect("begin");
-        write(&conn, &table).await;
+        write(&conn, table.name()).await;
         assert!(txid(&conn).await.is_some());
         assert_eq!(
             support::pg::backend_state(&admin, pid).await.as_deref(),
@@ -204,9 +205,9 @@ async fn raw_begin_needs_a_mode_that_checks_every_return() {
             Some("idle"),
             "{mode:?}"
         );
-        write(&conn, &table).await;
+        write(&conn, table.name()).await;
         assert_eq!(txid(&conn).await, None, "{mode:?}");
-        drop_table(&conn, &table).await;
+        drop_table(&conn, table.name()).await;
     }
 }
 

@@ -7,36 +7,30 @@ use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, Executor, MySqlConnection};
 use super::probes::server_in_transaction;
-use crate::support::db::{bounded, unique};
+use crate::support::db::{bounded, sql, unique, Table};
 use futures::FutureExt;
 use pool_core::{ManageConnection, Pool};
 
-/// The table the tests write to, as a literal for `concat!` (sqlx 0.9 takes
-/// only literal SQL text without `AssertSqlSafe`, which 0.8 lacks).
-macro_rules! table {
-    () => {
-        "pool_core_sqlx_mysql_reset"
-    };
-}
-
-async fn manager(mode: ResetMode) -> SqlxManager<MySqlConnection> {
+/// The test's own table (its guard, dropping it on every path, comes
+/// first: bound as `let (table, manager)`, it goes after the connections)
+/// and a manager in `mode`.
+async fn manager(mode: ResetMode) -> (Table, SqlxManager<MySqlConnection>) {
+    let table = Table::mysql("pool_core_sqlx_mysql_reset");
     let url = crate::support::db::url("MYSQL_URL");
     let manager = SqlxManager::<MySqlConnection>::from_url(&url)
         .expect("MYSQL_URL parses")
         .reset_mode(mode);
     let mut conn = manager.connect().await.expect("MariaDB is reachable");
-    conn.execute(concat!(
-        "CREATE TABLE IF NOT EXISTS ",
-        table!(),
-        " (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(128) NOT NULL)"
-    ))
+    conn.execute(sql(format!(
+        "CREATE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(128) NOT NULL)"
+    )))
     .await
     .unwrap();
-    manager
+    (table, manager)
 }
 
-async fn insert(conn: &mut MySqlConnection, tag: &str) {
-    sqlx::query(concat!("INSERT INTO ", table!(), " (tag) VALUES (?)"))
+async fn insert(conn: &mut MySqlConnection, table: &str, tag: &str) {
+    sqlx::query(sql(format!("INSERT INTO {table} (tag) VALUES (?)")))
         .bind(tag)
         .execute(conn)
         .await
@@ -44,8 +38,8 @@ async fn insert(conn: &mut MySqlConnection, tag: &str) {
 }
 
 /// Rows with `tag`, as another session sees them (committed ones only).
-async fn committed_rows(monitor: &mut MySqlConnection, tag: &str) -> i64 {
-    sqlx::query_scalar(concat!("SELECT COUNT(*) FROM ", table!(), " WHERE tag = ?"))
+async fn committed_rows(monitor: &mut MySqlConnection, table: &str, tag: &str) -> i64 {
+    sqlx::query_scalar(sql(format!("SELECT COUNT(*) FROM {table} WHERE tag = ?")))
         .bind(tag)
         .fetch_one(monitor)
         .await
@@ -62,17 +56,22 @@ async fn give_back(manager: &SqlxManager<MySqlConnection>, conn: &mut MySqlConne
 
 /// Asserts that what was written in the abandoned transaction is gone and
 /// that the next user's writes commit on their own (no transaction open).
-async fn assert_clean(monitor: &mut MySqlConnection, conn: &mut MySqlConnection, tag: &str) {
+async fn assert_clean(
+    monitor: &mut MySqlConnection,
+    conn: &mut MySqlConnection,
+    table: &str,
+    tag: &str,
+) {
     assert!(!server_in_transaction(conn).await);
     assert_eq!(
-        committed_rows(monitor, tag).await,
+        committed_rows(monitor, table, tag).await,
         0,
         "abandoned write was rolled back"
     );
     let next = format!("{tag}-next");
-    insert(conn, &next).await;
+    insert(conn, table, &next).await;
     assert_eq!(
-        committed_rows(monitor, &next).await,
+        committed_rows(monitor, table, &next).await,
         1,
         "next write commits by itself"
     );
@@ -81,13 +80,14 @@ async fn assert_clean(monitor: &mut MySqlConnection, conn: &mut MySqlConnection,
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn clean_returns_need_no_reset() {
-    let manager = manager(ResetMode::Tracked).await;
+    let (table, manager) = manager(ResetMode::Tracked).await;
+    let table = table.name();
     bounded(async {
         let mut conn = manager.connect().await.unwrap();
         manager.is_valid(&mut conn).await.unwrap();
         assert!(!manager.needs_reset(&mut conn));
         let mut tx = conn.begin().await.unwrap();
-        insert(&mut tx, &unique("mysql-clean")).await;
+        insert(&mut tx, table, &unique("mysql-clean")).await;
         tx.commit().await.unwrap();
         assert!(!manager.needs_reset(&mut conn));
     })
@@ -97,18 +97,19 @@ async fn clean_returns_need_no_reset() {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn dropped_transaction_is_rolled_back() {
-    let manager = manager(ResetMode::Tracked).await;
+    let (table, manager) = manager(ResetMode::Tracked).await;
+    let table = table.name();
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
         let tag = unique("mysql-dropped");
 
         let mut tx = conn.begin().await.unwrap();
-        insert(&mut tx, &tag).await;
+        insert(&mut tx, table, &tag).await;
         drop(tx);
 
         assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, &tag).await;
+        assert_clean(&mut monitor, &mut conn, table, &tag).await;
     })
     .await;
 }
@@ -116,20 +117,21 @@ async fn dropped_transaction_is_rolled_back() {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn forgotten_nested_transactions_are_rolled_back() {
-    let manager = manager(ResetMode::Tracked).await;
+    let (table, manager) = manager(ResetMode::Tracked).await;
+    let table = table.name();
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
         let tag = unique("mysql-forgotten");
 
         let mut tx = conn.begin().await.unwrap();
-        insert(&mut tx, &tag).await;
+        insert(&mut tx, table, &tag).await;
         let inner = tx.begin().await.unwrap();
         std::mem::forget(inner);
         std::mem::forget(tx);
 
         assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, &tag).await;
+        assert_clean(&mut monitor, &mut conn, table, &tag).await;
     })
     .await;
 }
@@ -137,18 +139,19 @@ async fn forgotten_nested_transactions_are_rolled_back() {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn raw_begin_is_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict).await;
+    let (table, manager) = manager(ResetMode::Strict).await;
+    let table = table.name();
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
         let tag = unique("mysql-raw");
 
         conn.execute("BEGIN").await.unwrap();
-        insert(&mut conn, &tag).await;
+        insert(&mut conn, table, &tag).await;
         assert!(!conn.is_in_transaction(), "sqlx does not see a raw BEGIN");
 
         assert!(give_back(&manager, &mut conn).await);
-        assert_clean(&mut monitor, &mut conn, &tag).await;
+        assert_clean(&mut monitor, &mut conn, table, &tag).await;
     })
     .await;
 }
@@ -156,7 +159,8 @@ async fn raw_begin_is_caught_in_strict_mode() {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn cancelled_begins_are_caught_in_strict_mode() {
-    let manager = manager(ResetMode::Strict).await;
+    let (table, manager) = manager(ResetMode::Strict).await;
+    let table = table.name();
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let mut conn = manager.connect().await.unwrap();
@@ -169,7 +173,7 @@ async fn cancelled_begins_are_caught_in_strict_mode() {
             }
             assert!(give_back(&manager, &mut conn).await);
             let tag = unique("mysql-cancelled");
-            assert_clean(&mut monitor, &mut conn, &tag).await;
+            assert_clean(&mut monitor, &mut conn, table, &tag).await;
         }
     })
     .await;
@@ -193,7 +197,8 @@ async fn session_id(conn: &mut MySqlConnection) -> u64 {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_runs_concurrent_queries_within_max_size() {
-    let manager = manager(ResetMode::Tracked).await;
+    let (table, manager) = manager(ResetMode::Tracked).await;
+    let table = table.name();
     bounded(async {
         let config =
             crate::support::db::named_config("mysql-concurrency", 3, Duration::from_secs(30));
@@ -207,7 +212,7 @@ async fn pool_runs_concurrent_queries_within_max_size() {
                         let mut conn = pool.get().await.unwrap();
                         let m = pool.metrics();
                         assert!(m.total <= m.max_size, "{m:?}");
-                        insert(&mut conn, &tag).await;
+                        insert(&mut conn, table, &tag).await;
                     }
                 })
             })
@@ -216,7 +221,7 @@ async fn pool_runs_concurrent_queries_within_max_size() {
             task.await.unwrap();
         }
         let mut conn = pool.get().await.unwrap();
-        assert_eq!(committed_rows(&mut conn, &tag).await, 24 * 5);
+        assert_eq!(committed_rows(&mut conn, table, &tag).await, 24 * 5);
         drop(conn);
         let m = pool.metrics();
         assert!(m.total <= 3 && m.in_use == 0, "{m:?}");
@@ -228,7 +233,8 @@ async fn pool_runs_concurrent_queries_within_max_size() {
 #[ignore = "needs MYSQL_URL: set it to a MariaDB server and run with --include-ignored"]
 #[tokio::test]
 async fn pool_rolls_back_dropped_and_raw_transactions() {
-    let manager = manager(ResetMode::Strict).await;
+    let (table, manager) = manager(ResetMode::Strict).await;
+    let table = table.name();
     bounded(async {
         let mut monitor = manager.connect().await.unwrap();
         let pool = single(manager).await;
@@ -239,16 +245,16 @@ async fn pool_rolls_back_dropped_and_raw_transactions() {
                 let mut conn = pool.get().await.unwrap();
                 if round % 2 == 0 {
                     let mut tx = conn.begin().await.unwrap();
-                    insert(&mut tx, &tag).await;
+                    insert(&mut tx, table, &tag).await;
                     drop(tx);
                 } else {
                     conn.execute("BEGIN").await.unwrap();
-                    insert(&mut conn, &tag).await;
+                    insert(&mut conn, table, &tag).await;
                 }
             }
             let mut conn = pool.get().await.unwrap();
             assert_eq!(session_id(&mut conn).await, id, "same session reused");
-            assert_clean(&mut monitor, &mut conn, &tag).await;
+            assert_clean(&mut monitor, &mut conn, table, &tag).await;
         }
     })
     .await;

@@ -7,7 +7,7 @@ use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, MySqlConnection};
 use super::probes::{connection_id as backend_id, server_in_transaction};
-use crate::support::db::{bounded, unique};
+use crate::support::db::{bounded, sql, unique, Table};
 use pool_core::{Pool, PoolConfig};
 
 type Conn = MySqlConnection;
@@ -25,11 +25,17 @@ async fn open(config: PoolConfig) -> P {
         .expect("MariaDB is reachable")
 }
 
-async fn create_table(pool: &P) {
-    sqlx::query("CREATE TABLE IF NOT EXISTS pool_core_sqlx_dropin (tag VARCHAR(128) NOT NULL)")
-        .execute(pool)
-        .await
-        .unwrap();
+fn new_table(prefix: &str) -> Table {
+    Table::mysql(prefix)
+}
+
+async fn create_table(pool: &P, table: &Table) {
+    sqlx::query(sql(format!(
+        "CREATE TABLE {table} (tag VARCHAR(128) NOT NULL)"
+    )))
+    .execute(pool)
+    .await
+    .expect("creating the table");
 }
 
 async fn assert_same_backend(conn: &mut MySqlConnection, id: Id) {

@@ -10,7 +10,7 @@ use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use super::probes::{backend_pid as backend_id, server_in_transaction};
-use crate::support::db::{bounded, unique};
+use crate::support::db::{bounded, sql, unique, Table};
 use pool_core::{Pool, PoolConfig};
 
 type Conn = PgConnection;
@@ -29,17 +29,15 @@ async fn open(config: PoolConfig) -> P {
         .expect("PostgreSQL is reachable")
 }
 
-async fn create_table(pool: &P) {
-    let created =
-        sqlx::query("CREATE TABLE IF NOT EXISTS pool_core_sqlx_dropin (tag TEXT NOT NULL)")
-            .execute(pool)
-            .await;
-    match created {
-        Ok(_) => {}
-        // Two tests creating it at once: one wins, the other sees the type.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {}
-        Err(e) => panic!("creating the table: {e}"),
-    }
+fn new_table(prefix: &str) -> Table {
+    Table::postgres(prefix)
+}
+
+async fn create_table(pool: &P, table: &Table) {
+    sqlx::query(sql(format!("CREATE TABLE {table} (tag TEXT NOT NULL)")))
+        .execute(pool)
+        .await
+        .expect("creating the table");
 }
 
 async fn assert_same_backend(conn: &mut PgConnection, pid: Id) {
@@ -57,12 +55,12 @@ dropin_suite! {
 
 /// A function generic over `sqlx::Acquire`, as sqlx code writes it: a
 /// transaction of its own on whatever it is given.
-async fn insert_through<'c, A>(conn: A, tag: &str) -> Result<(), sqlx::Error>
+async fn insert_through<'c, A>(conn: A, table: &str, tag: &str) -> Result<(), sqlx::Error>
 where
     A: sqlx::Acquire<'c, Database = sqlx::Postgres>,
 {
     let mut tx = conn.begin().await?;
-    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+    sqlx::query(sql(format!("INSERT INTO {table} (tag) VALUES ($1)")))
         .bind(tag)
         .execute(&mut *tx)
         .await?;
@@ -70,21 +68,21 @@ where
 }
 
 /// `pool.acquire().await?` in a function that returns `sqlx::Error`.
-async fn count_with_acquire(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+async fn count_with_acquire(pool: &PgPool, table: &str, tag: &str) -> Result<i64, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+    sqlx::query_scalar(sql(format!("SELECT COUNT(*) FROM {table} WHERE tag = $1")))
         .bind(tag)
         .fetch_one(&mut *conn)
         .await
 }
 
 /// `pool.get()` kept, its error turned into `sqlx::Error`.
-async fn count_with_get(pool: &PgPool, tag: &str) -> Result<i64, sqlx::Error> {
+async fn count_with_get(pool: &PgPool, table: &str, tag: &str) -> Result<i64, sqlx::Error> {
     let mut conn = pool
         .get()
         .await
         .map_err(super::drivers::pool_sqlx::into_sqlx_error)?;
-    sqlx::query_scalar("SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE tag = $1")
+    sqlx::query_scalar(sql(format!("SELECT COUNT(*) FROM {table} WHERE tag = $1")))
         .bind(tag)
         .fetch_one(&mut *conn)
         .await
@@ -96,8 +94,8 @@ struct UnitOfWork {
 }
 
 /// Where sqlx code takes `&mut sqlx::Transaction<'_, Postgres>`.
-async fn insert_in(tx: &mut PgConnection, tag: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO pool_core_sqlx_dropin (tag) VALUES ($1)")
+async fn insert_in(tx: &mut PgConnection, table: &str, tag: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(sql(format!("INSERT INTO {table} (tag) VALUES ($1)")))
         .bind(tag)
         .execute(tx)
         .await?;
@@ -109,37 +107,42 @@ async fn insert_in(tx: &mut PgConnection, tag: &str) -> Result<(), sqlx::Error> 
 #[tokio::test]
 async fn a_pgpool_program_ports_with_the_documented_lines() {
     bounded(async {
-        let pool = single().await;
+        let (table, pool) = single().await;
+        let table = table.name();
         let tag = unique("pg-porting");
 
         // `acquire()` and `?` into `sqlx::Error`.
-        assert_eq!(count_with_acquire(&pool, &tag).await.unwrap(), 0);
+        assert_eq!(count_with_acquire(&pool, table, &tag).await.unwrap(), 0);
 
         // `Acquire` with `&pool`: `&mut pool.acquire().await?`.
-        insert_through(&mut pool.acquire().await.unwrap(), &tag)
+        insert_through(&mut pool.acquire().await.unwrap(), table, &tag)
             .await
             .unwrap();
-        assert_eq!(rows(&pool, &tag).await, 1);
+        assert_eq!(rows(&pool, table, &tag).await, 1);
 
         // `Acquire` with `&mut tx`: unchanged (a savepoint in `tx`).
         let mut tx = pool.begin().await.unwrap();
-        insert_through(&mut tx, &tag).await.unwrap();
-        insert_in(&mut tx, &tag).await.unwrap();
+        insert_through(&mut tx, table, &tag).await.unwrap();
+        insert_in(&mut tx, table, &tag).await.unwrap();
         assert!(
             server_in_transaction(&mut tx).await,
             "still in the outer one"
         );
         tx.rollback().await.unwrap();
-        assert_eq!(rows(&pool, &tag).await, 1, "the savepoint went with it");
+        assert_eq!(
+            rows(&pool, table, &tag).await,
+            1,
+            "the savepoint went with it"
+        );
 
         // `Transaction<'static, Postgres>` in a struct: `Transaction<PgConnection>`.
         let mut unit = owned(UnitOfWork {
             tx: pool.begin().await.unwrap(),
         });
-        insert_in(&mut unit.tx, &tag).await.unwrap();
+        insert_in(&mut unit.tx, table, &tag).await.unwrap();
         unit.tx.commit().await.unwrap();
-        assert_eq!(rows(&pool, &tag).await, 2);
-        assert_eq!(count_with_get(&pool, &tag).await.unwrap(), 2);
+        assert_eq!(rows(&pool, table, &tag).await, 2);
+        assert_eq!(count_with_get(&pool, table, &tag).await.unwrap(), 2);
 
         // `size()` and `num_idle()`.
         assert_eq!((pool.size(), pool.num_idle()), (1, 1));
@@ -160,10 +163,10 @@ enum Step {
     Done,
 }
 
-async fn add_by_value(step: Step, tag: String) -> Result<Step, sqlx::Error> {
+async fn add_by_value(step: Step, table: &str, tag: String) -> Result<Step, sqlx::Error> {
     match step {
         Step::Open(mut tx) => {
-            insert_in(&mut tx, &tag).await?;
+            insert_in(&mut tx, table, &tag).await?;
             Ok(Step::Open(tx))
         }
         Step::Done => Ok(Step::Done),
@@ -183,32 +186,31 @@ async fn finish(step: Step) -> Result<Step, sqlx::Error> {
 #[tokio::test]
 async fn an_owned_transaction_in_an_enum_moves_by_value() {
     bounded(async {
-        let pool = single().await;
+        let (table, pool) = single().await;
+        let table = table.name();
         let tag = unique("pg-enum");
         let step = owned(Step::Open(pool.begin().await.unwrap()));
-        let step = tokio::spawn(add_by_value(step, tag.clone()))
+        let step = tokio::spawn(add_by_value(step, table, tag.clone()))
             .await
             .unwrap()
             .unwrap();
-        let step = add_by_value(step, tag.clone()).await.unwrap();
+        let step = add_by_value(step, table, tag.clone()).await.unwrap();
         assert!(matches!(finish(step).await.unwrap(), Step::Done));
-        assert_eq!(rows(&pool, &tag).await, 2);
+        assert_eq!(rows(&pool, table, &tag).await, 2);
 
         let mut step = Step::Open(pool.begin().await.unwrap());
         let id = match &mut step {
             Step::Open(tx) => backend_id(tx).await,
             Step::Done => unreachable!(),
         };
-        let step = add_by_value(step, tag.clone()).await.unwrap();
+        let step = add_by_value(step, table, tag.clone()).await.unwrap();
         drop(step);
         assert_next_checkout_clean(&pool, id).await;
-        assert_eq!(rows(&pool, &tag).await, 2, "the dropped one left nothing");
-
-        sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE tag = $1")
-            .bind(&tag)
-            .execute(&pool)
-            .await
-            .unwrap();
+        assert_eq!(
+            rows(&pool, table, &tag).await,
+            2,
+            "the dropped one left nothing"
+        );
         pool.close().await;
     })
     .await;
@@ -222,10 +224,11 @@ async fn an_owned_transaction_in_an_enum_moves_by_value() {
 #[tokio::test]
 async fn a_transaction_dropped_after_a_failed_statement_is_rolled_back_before_reuse() {
     bounded(async {
-        let pool = single().await;
+        let (table, pool) = single().await;
+        let table = table.name();
         let tag = unique("pg-failed");
         let mut tx = pool.begin().await.unwrap();
-        insert_in(&mut tx, &tag).await.unwrap();
+        insert_in(&mut tx, table, &tag).await.unwrap();
         let id = backend_id(&mut tx).await;
         let failed = sqlx::query("SELECT * FROM no_such_table_here")
             .execute(&mut *tx)
@@ -234,14 +237,14 @@ async fn a_transaction_dropped_after_a_failed_statement_is_rolled_back_before_re
             matches!(failed, Err(sqlx::Error::Database(_))),
             "{failed:?}"
         );
-        let refused = insert_in(&mut tx, &tag).await;
+        let refused = insert_in(&mut tx, table, &tag).await;
         assert!(
             matches!(refused, Err(sqlx::Error::Database(_))),
             "an aborted transaction refuses statements: {refused:?}"
         );
         drop(tx);
         assert_next_checkout_clean(&pool, id).await;
-        assert_eq!(rows(&pool, &tag).await, 0);
+        assert_eq!(rows(&pool, table, &tag).await, 0);
         pool.close().await;
     })
     .await;
@@ -253,13 +256,14 @@ async fn a_transaction_dropped_after_a_failed_statement_is_rolled_back_before_re
 /// (the transaction is dropped, and rolled back).
 async fn claim(
     pool: &PgPool,
+    table: &str,
     queue: &str,
 ) -> Result<Option<(Transaction<PgConnection>, String)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let job: Option<String> = sqlx::query_scalar(
-        "SELECT tag FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1 \
+    let job: Option<String> = sqlx::query_scalar(sql(format!(
+        "SELECT tag FROM {table} WHERE left(tag, length($1)) = $1 \
          ORDER BY tag LIMIT 1 FOR UPDATE SKIP LOCKED",
-    )
+    )))
     .bind(queue)
     .fetch_optional(&mut *tx)
     .await?;
@@ -267,18 +271,22 @@ async fn claim(
 }
 
 /// The jobs left in `queue`.
-async fn rows_from(pool: &PgPool, queue: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1",
-    )
+async fn rows_from(pool: &PgPool, table: &str, queue: &str) -> i64 {
+    sqlx::query_scalar(sql(format!(
+        "SELECT COUNT(*) FROM {table} WHERE left(tag, length($1)) = $1",
+    )))
     .bind(queue)
     .fetch_one(pool)
     .await
     .unwrap()
 }
 
-async fn complete(mut tx: Transaction<PgConnection>, job: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE tag = $1")
+async fn complete(
+    mut tx: Transaction<PgConnection>,
+    table: &str,
+    job: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql(format!("DELETE FROM {table} WHERE tag = $1")))
         .bind(job)
         .execute(&mut *tx)
         .await?;
@@ -292,70 +300,57 @@ async fn complete(mut tx: Transaction<PgConnection>, job: &str) -> Result<(), sq
 #[tokio::test]
 async fn a_skip_locked_worker_returns_its_transaction_to_the_caller() {
     bounded(async {
+        let table = new_table("pool_core_sqlx_queue");
         let queue = unique("pg-queue");
-        let run = tokio::spawn({
-            let queue = queue.clone();
-            async move {
-                let config =
-                    crate::support::db::named_config("pg-queue", 2, Duration::from_secs(10));
-                let pool = open(config).await;
-                create_table(&pool).await;
-                for job in ["a", "b"] {
-                    insert(
-                        &mut pool.acquire().await.unwrap(),
-                        &format!("{queue}-{job}"),
-                    )
-                    .await;
-                }
-
-                let (first, first_job) = claim(&pool, &queue).await.unwrap().expect("a free job");
-                let (mut second, second_job) =
-                    claim(&pool, &queue).await.unwrap().expect("a free job");
-                assert_eq!(
-                    (first_job.as_str(), second_job.as_str()),
-                    (format!("{queue}-a").as_str(), format!("{queue}-b").as_str()),
-                    "the second worker skipped the first one's job"
-                );
-                assert!(server_in_transaction(&mut second).await);
-                complete(first, &first_job).await.unwrap();
-                // The worker gave up. Its claim is released by the rollback
-                // that runs before its connection is handed out again (as
-                // sqlx's pool, in the background): with both connections
-                // in hand, that rollback is done.
-                drop(second);
-                let both = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
-                drop(both);
-
-                let (again, job) = claim(&pool, &queue).await.unwrap().expect("the freed job");
-                assert_eq!(job, second_job);
-                complete(again, &job).await.unwrap();
-                assert!(
-                    claim(&pool, &queue).await.unwrap().is_none(),
-                    "every job done"
-                );
-                assert_eq!(rows_from(&pool, &queue).await, 0);
-                assert_eq!(pool.state().total, 2, "within the bound");
-                pool.close().await;
-            }
-        })
-        .await;
-        // Whatever happened above, leave no job behind.
-        let pool = open(crate::support::db::named_config(
-            "pg-queue-cleanup",
-            1,
-            Duration::from_secs(10),
-        ))
-        .await;
-        sqlx::query("DELETE FROM pool_core_sqlx_dropin WHERE left(tag, length($1)) = $1")
-            .bind(&queue)
-            .execute(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
-        match run {
-            Ok(_) => {}
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        let config = crate::support::db::named_config("pg-queue", 2, Duration::from_secs(10));
+        let pool = open(config).await;
+        create_table(&pool, &table).await;
+        let table = table.name();
+        for job in ["a", "b"] {
+            insert(
+                &mut pool.acquire().await.unwrap(),
+                table,
+                &format!("{queue}-{job}"),
+            )
+            .await;
         }
+
+        let (first, first_job) = claim(&pool, table, &queue)
+            .await
+            .unwrap()
+            .expect("a free job");
+        let (mut second, second_job) = claim(&pool, table, &queue)
+            .await
+            .unwrap()
+            .expect("a free job");
+        assert_eq!(
+            (first_job.as_str(), second_job.as_str()),
+            (format!("{queue}-a").as_str(), format!("{queue}-b").as_str()),
+            "the second worker skipped the first one's job"
+        );
+        assert!(server_in_transaction(&mut second).await);
+        complete(first, table, &first_job).await.unwrap();
+        // The worker gave up. Its claim is released by the rollback that
+        // runs before its connection is handed out again (as sqlx's pool,
+        // in the background): with both connections in hand, that rollback
+        // is done.
+        drop(second);
+        let both = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+        drop(both);
+
+        let (again, job) = claim(&pool, table, &queue)
+            .await
+            .unwrap()
+            .expect("the freed job");
+        assert_eq!(job, second_job);
+        complete(again, table, &job).await.unwrap();
+        assert!(
+            claim(&pool, table, &queue).await.unwrap().is_none(),
+            "every job done"
+        );
+        assert_eq!(rows_from(&pool, table, &queue).await, 0);
+        assert_eq!(pool.state().total, 2, "within the bound");
+        pool.close().await;
     })
     .await;
 }

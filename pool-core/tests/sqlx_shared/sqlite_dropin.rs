@@ -10,7 +10,7 @@ use super::drivers::pool_sqlx::{SqlxManager, Transaction};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, SqliteConnection};
 use super::probes::server_in_transaction;
-use crate::support::db::{bounded, unique};
+use crate::support::db::{bounded, sql, unique};
 use pool_core::{Pool, PoolConfig};
 
 type Conn = SqliteConnection;
@@ -29,7 +29,21 @@ async fn open(config: PoolConfig) -> P {
     Pool::new(manager, config).await.unwrap()
 }
 
-async fn create_table(pool: &P) {
+/// The in-memory database is the pool's own: its one table needs no
+/// unique name and goes with the connection.
+struct Table;
+
+impl Table {
+    fn name(&self) -> &'static str {
+        "items"
+    }
+}
+
+fn new_table(_prefix: &str) -> Table {
+    Table
+}
+
+async fn create_table(pool: &P, _table: &Table) {
     sqlx::query("CREATE TABLE items (tag TEXT NOT NULL)")
         .execute(pool)
         .await
@@ -59,7 +73,7 @@ dropin_suite! {
 #[tokio::test]
 async fn begin_records_its_caller_as_the_holder_site() {
     bounded(async {
-        let pool = single().await;
+        let (_table, pool) = single().await;
         let (tx, line) = (pool.begin().await.unwrap(), line!());
         let holders = pool.holders();
         assert_eq!(holders.len(), 1, "{holders:?}");
@@ -150,7 +164,7 @@ async fn acquire_checks_out_with_sqlx_errors() {
 #[tokio::test]
 async fn size_num_idle_and_is_closed_count_as_sqlx_does() {
     bounded(async {
-        let pool = single().await;
+        let (_table, pool) = single().await;
         assert_eq!((pool.size(), pool.num_idle()), (1, 1));
         let held = pool.acquire().await.unwrap();
         assert_eq!((pool.size(), pool.num_idle()), (1, 0));
@@ -181,7 +195,7 @@ async fn close_event_resolves_when_the_pool_closes() {
         assert!(futures::poll!(Box::pin(pool.close_event())).is_ready());
 
         // Dropping the last handle closes the pool too.
-        let pool = single().await;
+        let (_table, pool) = single().await;
         let event = pool.close_event();
         drop(pool);
         event.await;
@@ -192,7 +206,7 @@ async fn close_event_resolves_when_the_pool_closes() {
 #[tokio::test]
 async fn a_checked_out_connection_is_an_acquire() {
     bounded(async {
-        let pool = single().await;
+        let (_table, pool) = single().await;
         let mut conn = pool.acquire().await.unwrap();
         insert_through(&mut conn, "kept", true).await.unwrap();
         insert_through(&mut conn, "dropped", false).await.unwrap();
@@ -210,7 +224,7 @@ async fn a_checked_out_connection_is_an_acquire() {
 #[tokio::test]
 async fn a_transaction_is_an_acquire_whose_begin_is_a_savepoint() {
     bounded(async {
-        let pool = single().await;
+        let (table, pool) = single().await;
         let mut tx = pool.begin().await.unwrap();
         insert_through(&mut tx, "inner", true).await.unwrap();
         insert_through(&mut tx, "undone", false).await.unwrap();
@@ -222,11 +236,11 @@ async fn a_transaction_is_an_acquire_whose_begin_is_a_savepoint() {
         assert_eq!(count_through(&mut tx, "undone").await.unwrap(), 0);
         tx.rollback().await.unwrap();
         // The savepoint's commit was inside the outer transaction.
-        assert_eq!(rows(&pool, "inner").await, 0);
+        assert_eq!(rows(&pool, table.name(), "inner").await, 0);
         let mut tx = pool.begin().await.unwrap();
         insert_through(&mut tx, "inner", true).await.unwrap();
         tx.commit().await.unwrap();
-        assert_eq!(rows(&pool, "inner").await, 1);
+        assert_eq!(rows(&pool, table.name(), "inner").await, 1);
         assert_next_checkout_clean(&pool, ()).await;
         pool.close().await;
     })

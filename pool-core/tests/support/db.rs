@@ -114,3 +114,172 @@ pub fn pool_config(max: u32, min: u32, acquire_timeout: Duration) -> pool_core::
         .build()
         .expect("a valid pool config")
 }
+
+/// The shared server a [`Table`] lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// PostgreSQL at `DATABASE_URL`.
+    Postgres,
+    /// MariaDB or MySQL at `MYSQL_URL`.
+    MySql,
+}
+
+/// A table of one test's own in a shared database: a name no other test or
+/// run uses, and `DROP TABLE IF EXISTS` when the guard goes, however the
+/// test ends (a panic included). The test creates the table itself, under
+/// [`Table::name`].
+///
+/// The drop runs on a thread of its own, with a fresh connection and a
+/// runtime of its own, so it works in a panicking test, inside or outside a
+/// runtime, whatever the pools of the test are doing. Declare the guard
+/// before the pools and transactions that use the table: locals drop in
+/// reverse order, so those go first and hold no lock the drop would wait
+/// for.
+#[derive(Debug)]
+pub struct Table {
+    name: &'static str,
+    server: Server,
+}
+
+impl Table {
+    /// A table on PostgreSQL (`DATABASE_URL`) named `prefix` and a unique
+    /// suffix (see [`unique`]).
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` is not a lowercase SQL identifier.
+    pub fn postgres(prefix: &str) -> Self {
+        Self::on(Server::Postgres, prefix)
+    }
+
+    /// A table on MariaDB (`MYSQL_URL`) named `prefix` and a unique suffix.
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` is not a lowercase SQL identifier.
+    pub fn mysql(prefix: &str) -> Self {
+        Self::on(Server::MySql, prefix)
+    }
+
+    fn on(server: Server, prefix: &str) -> Self {
+        assert!(
+            !prefix.is_empty()
+                && prefix
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+            "{prefix:?} is not a lowercase SQL identifier"
+        );
+        Self {
+            name: sql(unique(prefix)),
+            server,
+        }
+    }
+
+    /// The table's name, for the test's SQL.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        let name = self.name;
+        let server = self.server;
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                match tokio::time::timeout(DROP_BOUND, drop_on(server, name)).await {
+                    Ok(done) => done,
+                    Err(_) => Err(format!("not done within {DROP_BOUND:?}")),
+                }
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("dropping table {} failed: {dropped:?}", self.name);
+        }
+    }
+}
+
+/// Upper bound on a [`Table`]'s drop: connecting and the `DROP TABLE`.
+const DROP_BOUND: Duration = Duration::from_secs(15);
+
+/// Drops table `name`. On PostgreSQL, the sessions that hold a lock on it
+/// are ended first: the table is this test's alone, so they are this
+/// test's, left inside a transaction by a panic, and the `DROP` would wait
+/// for them.
+async fn drop_on(server: Server, name: &str) -> Result<(), String> {
+    match server {
+        Server::Postgres => {
+            let (client, conn) =
+                tokio_postgres::connect(&url("DATABASE_URL"), tokio_postgres::NoTls)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let driver = tokio::spawn(conn);
+            let statement = format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks \
+                 WHERE relation = to_regclass('{name}') AND pid <> pg_backend_pid(); \
+                 DROP TABLE IF EXISTS {name}"
+            );
+            let done = client
+                .batch_execute(&statement)
+                .await
+                .map_err(|e| e.to_string());
+            drop(client);
+            let _ = driver.await;
+            done
+        }
+        Server::MySql => drop_on_mysql(&format!("DROP TABLE IF EXISTS {name}")).await,
+    }
+}
+
+#[cfg(feature = "sqlx-mysql")]
+async fn drop_on_mysql(statement: &str) -> Result<(), String> {
+    use sqlx::Connection;
+    let mut conn = sqlx::MySqlConnection::connect(&url("MYSQL_URL"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let done = sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(&mut conn)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string());
+    let _ = conn.close().await;
+    done
+}
+
+#[cfg(all(not(feature = "sqlx-mysql"), feature = "sqlx08-mysql"))]
+async fn drop_on_mysql(statement: &str) -> Result<(), String> {
+    use sqlx08::Connection;
+    let mut conn = sqlx08::MySqlConnection::connect(&url("MYSQL_URL"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let done = sqlx08::raw_sql(statement)
+        .execute(&mut conn)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string());
+    let _ = conn.close().await;
+    done
+}
+
+#[cfg(not(any(feature = "sqlx-mysql", feature = "sqlx08-mysql")))]
+async fn drop_on_mysql(_statement: &str) -> Result<(), String> {
+    Err("this build has no MySQL client (features sqlx-mysql or sqlx08-mysql)".to_owned())
+}
+
+/// SQL text built at run time, as both sqlx versions take it: sqlx 0.9
+/// takes a `&'static str` (or `AssertSqlSafe`, which 0.8 lacks), 0.8 any
+/// `&str`. Leaked: a few bytes per statement, in a test process.
+pub fn sql(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
