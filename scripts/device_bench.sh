@@ -38,7 +38,7 @@ die() { echo "device_bench: $*" >&2; exit 2; }
 
 for b in compare s1_time; do
     [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b is missing: build with
-  cargo build --release -p pool-benches --bins
+  cargo build --release -p pool-benches --features peers --bins
 and copy target/release/{compare,point,s1_time} into $BIN_DIR/ (see DEVELOPERS.md)"
 done
 if ldd "$BIN_DIR/compare" 2>/dev/null | grep -q 'not found'; then

@@ -6,8 +6,8 @@
 # manager, driver, database) instead of which of three processes the
 # scheduler ran.
 #
-#   cargo build --release -p pool-benches --features sqlx-manager --bin compare
-#   scripts/s7_wrk_own_core.sh            # results in benches/results/s7_pinned/
+#   cargo build --release -p pool-benches --features peers,sqlx-manager --bin compare
+#   scripts/s7_wrk_own_core.sh            # results in benches/out/s7_pinned/
 #   RUNS=3 REPEATS=3 OUT=/tmp/s7 scripts/s7_wrk_own_core.sh
 #
 # The shared server on 5432 is not touched: the cluster is made with initdb
@@ -23,7 +23,7 @@
 #   RUNS          compare runs (default 1)
 #   REPEATS       rounds per run (default 3)
 #   BIN           the compare binary (default target/release/compare)
-#   OUT           results folder (default benches/results/s7_pinned)
+#   OUT           results folder (default benches/out/s7_pinned)
 #
 # Exit status: 0 when every run finished, 2 for a missing tool or a bad
 # setting, else compare's or the cluster's failure.
@@ -35,11 +35,11 @@ PORT=${PORT:-5497}
 RUNS=${RUNS:-1}
 REPEATS=${REPEATS:-3}
 BIN=${BIN:-target/release/compare}
-OUT=${OUT:-benches/results/s7_pinned}
+OUT=${OUT:-benches/out/s7_pinned}
 
 die() { echo "s7_wrk_own_core: $*" >&2; exit 2; }
 
-[ -x "$BIN" ] || die "$BIN is missing: cargo build --release -p pool-benches --features sqlx-manager --bin compare"
+[ -x "$BIN" ] || die "$BIN is missing: cargo build --release -p pool-benches --features peers,sqlx-manager --bin compare"
 for t in taskset wrk runuser; do
     command -v "$t" >/dev/null || die "$t is not installed"
 done

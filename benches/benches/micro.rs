@@ -3,7 +3,7 @@
 //! export and leak detection on/off) both uncontended and at one contended
 //! point (pool 16, 64 tasks, 2 workers).
 //!
-//! `cargo bench -p pool-benches --bench micro`
+//! `cargo bench -p pool-benches --features peers --bench micro`
 
 use std::future::Future;
 use std::hint::black_box;
@@ -13,7 +13,7 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use pool_benches::fake::FakeSpec;
-use pool_benches::pools::noop;
+use pool_benches::pools::{noop, peers};
 use pool_benches::runner::{current_thread, multi_thread};
 use pool_benches::scenarios::options::{self, Options};
 use pool_benches::Contestant;
@@ -57,11 +57,11 @@ fn s1(c: &mut Criterion) {
     s1_one(&mut g, "ours_after_connect", || {
         noop::Ours::build_after_connect(&spec)
     });
-    s1_one(&mut g, "deadpool", || noop::Deadpool::build(&spec));
-    s1_one(&mut g, "bb8", || noop::Bb8::build(&spec));
-    s1_one(&mut g, "qp", || noop::Qp::build(&spec));
-    s1_one(&mut g, "mobc", || noop::Mobc::build(&spec));
-    s1_one(&mut g, "fastpool", || noop::Fastpool::build(&spec));
+    s1_one(&mut g, "deadpool", || peers::Deadpool::build(&spec));
+    s1_one(&mut g, "bb8", || peers::Bb8::build(&spec));
+    s1_one(&mut g, "qp", || peers::Qp::build(&spec));
+    s1_one(&mut g, "mobc", || peers::Mobc::build(&spec));
+    s1_one(&mut g, "fastpool", || peers::Fastpool::build(&spec));
     s1_one(&mut g, "floor", || noop::Floor::build(&spec));
     g.finish();
 }

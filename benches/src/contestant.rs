@@ -36,14 +36,19 @@ pub enum Kind {
     /// This pool (`pool-core`).
     Ours,
     /// deadpool, managed pool.
+    #[cfg(feature = "peers")]
     Deadpool,
     /// bb8.
+    #[cfg(feature = "peers")]
     Bb8,
     /// qp.
+    #[cfg(feature = "peers")]
     Qp,
     /// mobc.
+    #[cfg(feature = "peers")]
     Mobc,
     /// fastpool, bounded pool.
+    #[cfg(feature = "peers")]
     Fastpool,
     /// A bare `tokio::sync::Semaphore` plus a crossbeam `ArrayQueue`.
     Floor,
@@ -54,13 +59,19 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every no-op contestant, ours first, the floor last.
-    pub const ALL: [Kind; 7] = [
+    /// Every no-op contestant, ours first, the floor last (without the
+    /// `peers` feature: ours and the floor).
+    pub const ALL: &'static [Kind] = &[
         Kind::Ours,
+        #[cfg(feature = "peers")]
         Kind::Deadpool,
+        #[cfg(feature = "peers")]
         Kind::Bb8,
+        #[cfg(feature = "peers")]
         Kind::Qp,
+        #[cfg(feature = "peers")]
         Kind::Mobc,
+        #[cfg(feature = "peers")]
         Kind::Fastpool,
         Kind::Floor,
     ];
@@ -69,10 +80,12 @@ impl Kind {
     pub const EXTRA: [Kind; 1] = [Kind::OursAfterConnect];
 
     /// The contestant labelled `name`, among [`Kind::ALL`] and
-    /// [`Kind::EXTRA`].
+    /// [`Kind::EXTRA`] (a peer's label finds nothing in a build without the
+    /// `peers` feature).
     pub fn from_label(name: &str) -> Option<Kind> {
         Kind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .chain(Kind::EXTRA)
             .find(|k| k.label() == name)
     }
@@ -86,10 +99,15 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
+            #[cfg(feature = "peers")]
             Kind::Deadpool => "deadpool",
+            #[cfg(feature = "peers")]
             Kind::Bb8 => "bb8",
+            #[cfg(feature = "peers")]
             Kind::Qp => "qp",
+            #[cfg(feature = "peers")]
             Kind::Mobc => "mobc",
+            #[cfg(feature = "peers")]
             Kind::Fastpool => "fastpool",
             Kind::Floor => "floor",
             Kind::OursAfterConnect => "ours-after-connect",
@@ -108,24 +126,29 @@ macro_rules! with_noop_pool {
                 let $pool = noop::Ours::build($spec).await;
                 $body
             }
+            #[cfg(feature = "peers")]
             $crate::Kind::Deadpool => {
-                let $pool = noop::Deadpool::build($spec).await;
+                let $pool = $crate::pools::peers::Deadpool::build($spec).await;
                 $body
             }
+            #[cfg(feature = "peers")]
             $crate::Kind::Bb8 => {
-                let $pool = noop::Bb8::build($spec).await;
+                let $pool = $crate::pools::peers::Bb8::build($spec).await;
                 $body
             }
+            #[cfg(feature = "peers")]
             $crate::Kind::Qp => {
-                let $pool = noop::Qp::build($spec).await;
+                let $pool = $crate::pools::peers::Qp::build($spec).await;
                 $body
             }
+            #[cfg(feature = "peers")]
             $crate::Kind::Mobc => {
-                let $pool = noop::Mobc::build($spec).await;
+                let $pool = $crate::pools::peers::Mobc::build($spec).await;
                 $body
             }
+            #[cfg(feature = "peers")]
             $crate::Kind::Fastpool => {
-                let $pool = noop::Fastpool::build($spec).await;
+                let $pool = $crate::pools::peers::Fastpool::build($spec).await;
                 $body
             }
             $crate::Kind::Floor => {

@@ -64,7 +64,7 @@ pub struct FakeManager {
 }
 
 impl FakeManager {
-    async fn open(&self) -> FakeConn {
+    pub(crate) async fn open(&self) -> FakeConn {
         if !self.connect_delay.is_zero() {
             tokio::time::sleep(self.connect_delay).await;
         }
@@ -83,84 +83,6 @@ impl pool_core::ManageConnection for FakeManager {
     }
 
     async fn is_valid(&self, _conn: &mut FakeConn) -> Result<(), Infallible> {
-        Ok(())
-    }
-}
-
-impl deadpool::managed::Manager for FakeManager {
-    type Type = FakeConn;
-    type Error = Infallible;
-
-    async fn create(&self) -> Result<FakeConn, Infallible> {
-        Ok(self.open().await)
-    }
-
-    async fn recycle(
-        &self,
-        _conn: &mut FakeConn,
-        _metrics: &deadpool::managed::Metrics,
-    ) -> deadpool::managed::RecycleResult<Infallible> {
-        Ok(())
-    }
-}
-
-impl bb8::ManageConnection for FakeManager {
-    type Connection = FakeConn;
-    type Error = Infallible;
-
-    async fn connect(&self) -> Result<FakeConn, Infallible> {
-        Ok(self.open().await)
-    }
-
-    async fn is_valid(&self, _conn: &mut FakeConn) -> Result<(), Infallible> {
-        Ok(())
-    }
-
-    fn has_broken(&self, _conn: &mut FakeConn) -> bool {
-        false
-    }
-}
-
-#[async_trait::async_trait]
-impl qp::resource::Manage for FakeManager {
-    type Output = FakeConn;
-    type Error = Infallible;
-
-    async fn try_create(&self) -> Result<FakeConn, Infallible> {
-        Ok(self.open().await)
-    }
-}
-
-#[async_trait::async_trait]
-impl mobc::Manager for FakeManager {
-    type Connection = FakeConn;
-    type Error = Infallible;
-
-    async fn connect(&self) -> Result<FakeConn, Infallible> {
-        Ok(self.open().await)
-    }
-
-    async fn check(&self, conn: FakeConn) -> Result<FakeConn, Infallible> {
-        Ok(conn)
-    }
-}
-
-// fastpool 1.1.2 deprecates its whole API (unmaintained, pointing to a
-// successor crate); it is still a pool users pick, so it stays a contestant.
-#[allow(deprecated)]
-impl fastpool::ManageObject for FakeManager {
-    type Object = FakeConn;
-    type Error = Infallible;
-
-    async fn create(&self) -> Result<FakeConn, Infallible> {
-        Ok(self.open().await)
-    }
-
-    async fn is_recyclable(
-        &self,
-        _conn: &mut FakeConn,
-        _status: &fastpool::ObjectStatus,
-    ) -> Result<(), Infallible> {
         Ok(())
     }
 }

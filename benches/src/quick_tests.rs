@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "peers")]
+use crate::plot;
 use crate::report::Report;
 use crate::scenarios::contended::{self, LoadSettings};
 use crate::scenarios::db::{self, DbKind, DbSettings};
@@ -12,7 +14,7 @@ use crate::scenarios::http::{self, HttpSettings};
 use crate::scenarios::options::{self, OptionSettings};
 use crate::scenarios::spike::{self, SpikeSettings};
 use crate::scenarios::uncontended::{self, S1Settings};
-use crate::{plot, Kind};
+use crate::Kind;
 
 fn tiny_load(pool_sizes: &[u32], tasks: &[usize], record: bool) -> LoadSettings {
     LoadSettings {
@@ -42,7 +44,7 @@ fn quick_scenarios_run_and_report() {
     report.s1_atomics = Some(uncontended::atomics_floor(&s1));
     assert!(report.s1.iter().all(|r| r.valid && r.ns_per_cycle > 0.0));
 
-    report.s2 = contended::run(&Kind::ALL, &tiny_load(&[2], &[2, 8], false));
+    report.s2 = contended::run(Kind::ALL, &tiny_load(&[2], &[2, 8], false));
     assert_eq!(report.s2.len(), 2 * Kind::ALL.len());
     let ours = report.s2.iter().filter(|r| r.pool == "ours");
     assert!(
@@ -52,7 +54,7 @@ fn quick_scenarios_run_and_report() {
     );
     assert!(ours.clone().all(|r| r.max_task > 0));
 
-    report.s3 = contended::run(&Kind::ALL, &tiny_load(&[1], &[8], true));
+    report.s3 = contended::run(Kind::ALL, &tiny_load(&[1], &[8], true));
     let ours = report
         .s3
         .iter()
@@ -69,10 +71,14 @@ fn quick_scenarios_run_and_report() {
         watchdog: Duration::from_secs(5),
         repeats: 1,
     };
-    report.s4 = [Kind::Ours, Kind::Deadpool]
-        .iter()
-        .map(|&k| spike::run(k, &spike))
-        .collect();
+    report.s4 = [
+        Kind::Ours,
+        #[cfg(feature = "peers")]
+        Kind::Deadpool,
+    ]
+    .iter()
+    .map(|&k| spike::run(k, &spike))
+    .collect();
     assert!(report.s4.iter().all(|r| r.valid));
 
     report.s6 = options::run(&OptionSettings {
@@ -91,7 +97,7 @@ fn quick_scenarios_run_and_report() {
 
     if let Ok(url) = std::env::var("DATABASE_URL") {
         report.s5 = db::run(
-            &DbKind::ALL,
+            DbKind::ALL,
             &DbSettings {
                 url: url.clone(),
                 pool_size: 4,
@@ -144,14 +150,17 @@ fn quick_scenarios_run_and_report() {
 
     let md = report.markdown();
     assert!(md.contains("### S1") && md.contains("### S2") && md.contains("### S6"));
-    let dir = std::env::temp_dir().join(format!("pool-benches-quick-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    plot::s2_throughput(&report, &dir.join("s2.svg")).expect("s2 plot");
-    plot::s3_waits(&report, &dir.join("s3.svg")).expect("s3 plot");
-    let svg = std::fs::read_to_string(dir.join("s2.svg")).expect("s2 svg written");
-    assert!(svg.contains("<svg"));
+    #[cfg(feature = "peers")]
+    {
+        let dir = std::env::temp_dir().join(format!("pool-benches-quick-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        plot::s2_throughput(&report, &dir.join("s2.svg")).expect("s2 plot");
+        plot::s3_waits(&report, &dir.join("s3.svg")).expect("s3 plot");
+        let svg = std::fs::read_to_string(dir.join("s2.svg")).expect("s2 svg written");
+        assert!(svg.contains("<svg"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
     serde_json::to_string(&report).expect("report serialises");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -159,7 +168,12 @@ fn workers_runs_report_a_table_by_workers() {
     let workers = [1, 2];
     let mut report = Report::default();
     report.meta.workers = workers.to_vec();
-    let kinds = [Kind::Ours, Kind::Qp, Kind::Floor];
+    let kinds: &[Kind] = &[
+        Kind::Ours,
+        #[cfg(feature = "peers")]
+        Kind::Qp,
+        Kind::Floor,
+    ];
     for w in workers {
         let s1 = S1Settings {
             pool_size: 4,
@@ -173,7 +187,7 @@ fn workers_runs_report_a_table_by_workers() {
             .extend(kinds.iter().map(|&k| uncontended::run(k, &s1)));
         let mut load = tiny_load(&[4], &[4], false);
         load.workers = w;
-        report.s2.extend(contended::run(&kinds, &load));
+        report.s2.extend(contended::run(kinds, &load));
     }
     assert!(report.s1.iter().all(|r| r.valid && r.ns_per_cycle > 0.0));
     assert_eq!(report.s2.len(), workers.len() * kinds.len());
@@ -184,7 +198,10 @@ fn workers_runs_report_a_table_by_workers() {
         .all(|r| !r.stuck && r.errors == 0));
     assert_eq!(
         report.s2.iter().map(|r| r.workers).collect::<Vec<_>>(),
-        vec![1, 1, 1, 2, 2, 2]
+        workers
+            .iter()
+            .flat_map(|&w| std::iter::repeat_n(w, kinds.len()))
+            .collect::<Vec<_>>()
     );
     let md = report.markdown();
     assert!(md.contains("### Many cores"), "{md}");
@@ -192,6 +209,7 @@ fn workers_runs_report_a_table_by_workers() {
         md.contains("| point | pool | 1 worker | 2 workers |"),
         "{md}"
     );
+    #[cfg(feature = "peers")]
     assert!(
         md.contains("| S2 pool 4, 4 tasks, cycles/s | ours vs qp |"),
         "{md}"

@@ -2,14 +2,16 @@
 //! `compare.json`, `compare.md` and the SVG plots.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin compare -- [--quick] [--only S1,S2,…] [--out DIR] [--db URL]
+//! cargo run --release -p pool-benches --features peers --bin compare -- [--quick] [--only S1,S2,…] [--out DIR] [--db URL]
 //!     [--workers 1,2,4,8,16] [--pools ours,qp,…] [--points 16x16,16x256] [--repeats N]
 //!     [--wrk-cpus LIST]
 //! ```
 //!
 //! Full run: about 5 minutes; `--quick`: under one. Results go to
-//! `benches/results/` (`benches/results/quick/` with `--quick`) unless `--out`
-//! says otherwise; with `--workers`, to `workers_1_2_4_8_16/` under it.
+//! `benches/out/` (`benches/out/quick/` with `--quick`), a folder git
+//! ignores, unless `--out` says otherwise; with `--workers`, to
+//! `workers_1_2_4_8_16/` under it. The results BENCH.md cites are copied
+//! into `benches/results/` by hand, so a run never rewrites them.
 //!
 //! `--workers` runs S1–S3 once per worker count on a multi-thread runtime of
 //! that many workers (S1: its one task on a worker) and adds the table by
@@ -110,7 +112,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let default_out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results");
+    let default_out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("out");
     let default_out = if quick {
         default_out.join("quick")
     } else {
@@ -311,7 +313,7 @@ fn main() {
             repeats,
             rate: None,
         };
-        report.s5 = db::run(&DbKind::ALL, &s);
+        report.s5 = db::run(DbKind::ALL, &s);
         checkpoint(&mut report);
     }
     if db_ok && wants("S7") {
@@ -325,7 +327,7 @@ fn main() {
                 repeats,
                 wrk_cpus: args.wrk_cpus.clone(),
             };
-            report.s7 = http::run(&DbKind::ALL, &s);
+            report.s7 = http::run(DbKind::ALL, &s);
         } else {
             report
                 .notes

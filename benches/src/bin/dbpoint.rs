@@ -3,7 +3,7 @@
 //! tokio-postgres managers and the target to put under a profiler.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin dbpoint -- [TASKS] [SECONDS] [REPEATS] [POOLS] [VALIDATION] [RATE]
+//! cargo run --release -p pool-benches --features peers --bin dbpoint -- [TASKS] [SECONDS] [REPEATS] [POOLS] [VALIDATION] [RATE]
 //! # ours over PostgresManager against the two peers, 256 tasks, 1 s runs, 3 repeats, validation off
 //! target/release/dbpoint 256 1 3 ours-mgr,deadpool-pg,bb8-pg off
 //! # one contestant for 10 s, to record with `perf record -g`

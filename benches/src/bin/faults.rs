@@ -10,7 +10,7 @@
 //! "faults" section.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin faults -- [--quick]
+//! cargo run --release -p pool-benches --features peers,sqlx-manager --bin faults -- [--quick]
 //!     [--pools ours,ours-sqlx,deadpool,bb8,sqlx] [--faults terminate,stop,kill9,none]
 //!     [--repeats N] [--connects N] [--reconnects N] [--connect-delay-ms N]
 //!     [--timeline] [--server-cpus LIST] [--sqlx-simple]

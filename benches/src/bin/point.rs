@@ -2,7 +2,7 @@
 //! quick A/B check and the target to put under a profiler.
 //!
 //! ```text
-//! cargo run --release -p pool-benches --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS] [--workers 1,2,…]
+//! cargo run --release -p pool-benches --features peers --bin point -- [POOL_SIZE] [TASKS] [SECONDS] [REPEATS] [POOLS] [--workers 1,2,…]
 //! # e.g. ours against bb8 and the floor at pool 4, 64 tasks, 1 s runs, 5 repeats
 //! target/release/point 4 64 1 5 ours,bb8,floor
 //! # the same point on runtimes of 1, 2 and 4 workers (default: 2)

@@ -5,7 +5,7 @@
 //! than the pools differ).
 //!
 //! ```text
-//! cargo build --release -p pool-benches --bin s5_cycles
+//! cargo build --release -p pool-benches --features peers --bin s5_cycles
 //! valgrind --tool=callgrind --zero-before='s5_cycles::cycles' target/release/s5_cycles 4000 ours-mgr
 //! valgrind --tool=callgrind --zero-before='s5_cycles::cycles' target/release/s5_cycles 8000 ours-mgr
 //! # per query: (count at 8000 - count at 4000) / 4000; the same for

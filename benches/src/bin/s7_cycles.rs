@@ -5,7 +5,7 @@
 //! against each other as against ours).
 //!
 //! ```text
-//! cargo build --release -p pool-benches --features sqlx-manager --bin s7_cycles
+//! cargo build --release -p pool-benches --features peers --bin s7_cycles
 //! valgrind --tool=callgrind --zero-before='s7_cycles::counted' target/release/s7_cycles 2000 ours-mgr
 //! valgrind --tool=callgrind --zero-before='s7_cycles::counted' target/release/s7_cycles 4000 ours-mgr
 //! # per request: (count at 4000 - count at 2000) / 2000; the same for

@@ -1,6 +1,7 @@
 //! PostgreSQL over tokio-postgres: ours with a small local manager and with
-//! pool-core's own `PostgresManager`, against deadpool-postgres and
-//! bb8-postgres. All use `NoTls` on loopback.
+//! pool-core's own `PostgresManager`, `NoTls` on loopback. The peers they
+//! are compared with (deadpool-postgres, bb8-postgres) are in
+//! `pools::peers` (feature `peers`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -189,88 +190,5 @@ impl Contestant for OursPgManager {
 
     async fn shutdown(self) {
         self.0.close().await;
-    }
-}
-
-/// deadpool-postgres: `RecyclingMethod::Fast` (an `is_closed` check) with
-/// validation off, `Verified` (an empty query at every checkout) with it on.
-#[derive(Debug, Clone)]
-pub struct DeadpoolPg(pub deadpool_postgres::Pool);
-
-impl DeadpoolPg {
-    /// Builds the pool and checks one connection out, so a dead server is
-    /// reported here.
-    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
-        let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
-        let recycling_method = if spec.validate {
-            deadpool_postgres::RecyclingMethod::Verified
-        } else {
-            deadpool_postgres::RecyclingMethod::Fast
-        };
-        let manager = deadpool_postgres::Manager::from_config(
-            config,
-            NoTls,
-            deadpool_postgres::ManagerConfig { recycling_method },
-        );
-        let pool = deadpool_postgres::Pool::builder(manager)
-            .max_size(spec.max_size as usize)
-            .wait_timeout(Some(spec.acquire_timeout))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|e| e.to_string())?;
-        drop(pool.get().await.map_err(|e| e.to_string())?);
-        Ok(Self(pool))
-    }
-}
-
-impl Contestant for DeadpoolPg {
-    type Conn = Client;
-    type Guard<'a> = deadpool_postgres::Object;
-
-    async fn get(&self) -> Result<Self::Guard<'_>, String> {
-        self.0.get().await.map_err(|e| e.to_string())
-    }
-
-    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
-        guard
-    }
-
-    async fn shutdown(self) {
-        self.0.close();
-    }
-}
-
-type Bb8Manager = bb8_postgres::PostgresConnectionManager<NoTls>;
-
-/// bb8-postgres, `test_on_check_out` as its validation switch.
-#[derive(Debug, Clone)]
-pub struct Bb8Pg(pub bb8::Pool<Bb8Manager>);
-
-impl Bb8Pg {
-    /// `build` opens one connection (its default `min_idle` is none).
-    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
-        let config: tokio_postgres::Config = spec.url.parse().map_err(|e| format!("{e}"))?;
-        let pool = bb8::Pool::builder()
-            .max_size(spec.max_size)
-            .connection_timeout(spec.acquire_timeout)
-            .test_on_check_out(spec.validate)
-            .build(bb8_postgres::PostgresConnectionManager::new(config, NoTls))
-            .await
-            .map_err(|e| e.to_string())?;
-        drop(pool.get().await.map_err(|e| format!("{e:?}"))?);
-        Ok(Self(pool))
-    }
-}
-
-impl Contestant for Bb8Pg {
-    type Conn = Client;
-    type Guard<'a> = bb8::PooledConnection<'a, Bb8Manager>;
-
-    async fn get(&self) -> Result<Self::Guard<'_>, String> {
-        self.0.get().await.map_err(|e| format!("{e:?}"))
-    }
-
-    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut Client {
-        guard
     }
 }

@@ -13,7 +13,8 @@ use crate::runner::{multi_thread, run_load, LoadSpec, Query};
 use crate::scenarios::spike::prewarm;
 use crate::stats::{self, median, FAIR_ENOUGH};
 
-/// The database contestants.
+/// The database contestants (without the `peers` feature: ours over
+/// tokio-postgres only; ours over sqlx comes with sqlx, a peer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum DbKind {
     /// Ours over a minimal local tokio-postgres manager.
@@ -21,23 +22,31 @@ pub enum DbKind {
     /// Ours over pool-core's own `PostgresManager`.
     OursPgManager,
     /// deadpool-postgres.
+    #[cfg(feature = "peers")]
     DeadpoolPg,
     /// bb8-postgres.
+    #[cfg(feature = "peers")]
     Bb8Pg,
     /// Ours over sqlx.
+    #[cfg(feature = "peers")]
     OursSqlx,
     /// sqlx's `PgPool`.
+    #[cfg(feature = "peers")]
     SqlxPool,
 }
 
 impl DbKind {
-    /// All, tokio-postgres family first.
-    pub const ALL: [DbKind; 6] = [
+    /// All that this build has, tokio-postgres family first.
+    pub const ALL: &'static [DbKind] = &[
         DbKind::OursTp,
         DbKind::OursPgManager,
+        #[cfg(feature = "peers")]
         DbKind::DeadpoolPg,
+        #[cfg(feature = "peers")]
         DbKind::Bb8Pg,
+        #[cfg(feature = "peers")]
         DbKind::OursSqlx,
+        #[cfg(feature = "peers")]
         DbKind::SqlxPool,
     ];
 
@@ -46,9 +55,13 @@ impl DbKind {
         match self {
             DbKind::OursTp => "ours (tokio-postgres)",
             DbKind::OursPgManager => "ours (PostgresManager)",
+            #[cfg(feature = "peers")]
             DbKind::DeadpoolPg => "deadpool-postgres",
+            #[cfg(feature = "peers")]
             DbKind::Bb8Pg => "bb8-postgres",
+            #[cfg(feature = "peers")]
             DbKind::OursSqlx => "ours (sqlx)",
+            #[cfg(feature = "peers")]
             DbKind::SqlxPool => "sqlx PgPool",
         }
     }
@@ -56,19 +69,23 @@ impl DbKind {
     /// "tokio-postgres" or "sqlx".
     pub fn family(self) -> &'static str {
         match self {
-            DbKind::OursTp | DbKind::OursPgManager | DbKind::DeadpoolPg | DbKind::Bb8Pg => {
-                "tokio-postgres"
-            }
+            DbKind::OursTp | DbKind::OursPgManager => "tokio-postgres",
+            #[cfg(feature = "peers")]
+            DbKind::DeadpoolPg | DbKind::Bb8Pg => "tokio-postgres",
+            #[cfg(feature = "peers")]
             DbKind::OursSqlx | DbKind::SqlxPool => "sqlx",
         }
     }
 
     /// Ours (not a peer)?
     pub fn is_ours(self) -> bool {
-        matches!(
-            self,
-            DbKind::OursTp | DbKind::OursPgManager | DbKind::OursSqlx
-        )
+        match self {
+            DbKind::OursTp | DbKind::OursPgManager => true,
+            #[cfg(feature = "peers")]
+            DbKind::OursSqlx => true,
+            #[cfg(feature = "peers")]
+            DbKind::DeadpoolPg | DbKind::Bb8Pg | DbKind::SqlxPool => false,
+        }
     }
 
     /// From a short name: `ours-tp`, `ours-mgr`, `deadpool-pg`, `bb8-pg`,
@@ -76,15 +93,26 @@ impl DbKind {
     ///
     /// # Errors
     ///
-    /// Any other name, with the text naming the six.
+    /// Any other name, with the text naming the six; the last four in a
+    /// build without the `peers` feature, with the text saying so.
     pub fn from_short(name: &str) -> Result<Self, String> {
         Ok(match name {
             "ours-tp" => DbKind::OursTp,
             "ours-mgr" => DbKind::OursPgManager,
+            #[cfg(feature = "peers")]
             "deadpool-pg" => DbKind::DeadpoolPg,
+            #[cfg(feature = "peers")]
             "bb8-pg" => DbKind::Bb8Pg,
+            #[cfg(feature = "peers")]
             "ours-sqlx" => DbKind::OursSqlx,
+            #[cfg(feature = "peers")]
             "sqlx" => DbKind::SqlxPool,
+            #[cfg(not(feature = "peers"))]
+            "deadpool-pg" | "bb8-pg" | "ours-sqlx" | "sqlx" => {
+                return Err(format!(
+                    "pool {name:?} needs the benches built with `--features peers`"
+                ))
+            }
             _ => {
                 return Err(format!(
                 "unknown pool {name:?}: ours-tp, ours-mgr, deadpool-pg, bb8-pg, ours-sqlx or sqlx"
@@ -106,7 +134,7 @@ pub fn database_url() -> String {
 #[macro_export]
 macro_rules! with_db_pool {
     ($kind:expr, $spec:expr, |$pool:ident| $body:expr) => {{
-        use $crate::pools::{pg, sqlx as sq};
+        use $crate::pools::pg;
         use $crate::scenarios::db::DbKind;
         match $kind {
             DbKind::OursTp => match pg::OursTp::build($spec).await {
@@ -117,19 +145,23 @@ macro_rules! with_db_pool {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
-            DbKind::DeadpoolPg => match pg::DeadpoolPg::build($spec).await {
+            #[cfg(feature = "peers")]
+            DbKind::DeadpoolPg => match $crate::pools::peers::DeadpoolPg::build($spec).await {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
-            DbKind::Bb8Pg => match pg::Bb8Pg::build($spec).await {
+            #[cfg(feature = "peers")]
+            DbKind::Bb8Pg => match $crate::pools::peers::Bb8Pg::build($spec).await {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
-            DbKind::OursSqlx => match sq::OursSqlx::build($spec).await {
+            #[cfg(feature = "peers")]
+            DbKind::OursSqlx => match $crate::pools::sqlx::OursSqlx::build($spec).await {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
-            DbKind::SqlxPool => match sq::SqlxPool::build($spec).await {
+            #[cfg(feature = "peers")]
+            DbKind::SqlxPool => match $crate::pools::sqlx::SqlxPool::build($spec).await {
                 Ok($pool) => Ok($body),
                 Err(e) => Err(e),
             },
