@@ -11,8 +11,9 @@
 #      crate outside the workspace (scripts/readme_deps.sh: about a minute of
 #      CPU the first time, seconds after). The example programs are not
 #      linked here: clippy has checked them, and their smoke tests live in
-#      the examples crate's library. Without the database URLs, the tests that need only initdb
-#      run next in a pass of their own, when initdb is there.
+#      the examples crate's library. Without the database URLs, the tests
+#      that need only initdb run next in a pass of their own, when initdb
+#      is there.
 #   4. tests, production-clock pass: pool-core without `tokio-clock`, so
 #      the CPU-counter clock (quanta) is compiled and exercised (its unit
 #      tests and the engine tests that run on real time, the stress test
