@@ -8,10 +8,13 @@
 #   3. tests, paused-clock pass: the whole workspace with those features, so
 #      pool-core's `tokio-clock` is on and the tests that drive time with
 #      `start_paused` can (they fail to compile without it, on purpose);
-#      then the doc tests. The example programs are not linked here: clippy
-#      has checked them, and their smoke tests live in the examples crate's
-#      library. Without the database URLs, the tests that need only initdb
-#      run next in a pass of their own, when initdb is there.
+#      then the doc tests, then README.md's dependency blocks, each in a new
+#      crate outside the workspace (scripts/readme_deps.sh: about a minute of
+#      CPU the first time, seconds after). The example programs are not
+#      linked here: clippy has checked them, and their smoke tests live in
+#      the examples crate's library. Without the database URLs, the tests
+#      that need only initdb run next in a pass of their own, when initdb
+#      is there.
 #   4. tests, production-clock pass: pool-core without `tokio-clock`, so
 #      the CPU-counter clock (quanta) is compiled and exercised (its unit
 #      tests and the engine tests that run on real time, the stress test
@@ -251,6 +254,9 @@ tests "$log" "tests, paused clock" \
 step "doc tests (every crate, every feature but the benchmark peers)"
 tests "$log" "doc tests" \
   cargo test --workspace --features "$features" --no-fail-fast --doc
+
+step "README dependency blocks (a new crate per block, outside the workspace)"
+scripts/readme_deps.sh || failed_passes+=("README dependency blocks")
 
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"

@@ -20,7 +20,7 @@
 //! A figure a scheme has no name for gets a no-op handle, so the events
 //! below cost the same under both. Every series is described (`describe_*`,
 //! with its unit) when the pool is built, so exporters print a help line for
-//! each. The README lists both schemes.
+//! each. The `guide::metrics` page lists both schemes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -28,7 +28,8 @@
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!
 //! How the engine works, file by file, and one connection's journey through
-//! it: [`design`].
+//! it: [`design`]. Behind PgBouncer, fleet budgets, several hosts, ambient
+//! transactions, sizing, metric names, leak reports: the [`guide`] pages.
 //!
 //! # Supported versions
 //!
@@ -132,6 +133,44 @@ pub mod managers;
 
 #[doc = include_str!("../docs/engine.md")]
 pub mod design {}
+
+/// Guides: the pool in the situations a service meets, each page with an
+/// example that compiles.
+///
+/// | page | what it covers |
+/// |---|---|
+/// | [`pgbouncer`](guide::pgbouncer) | transaction-mode poolers: session rules, named statements passed through or unnamed, sizing behind PgBouncer |
+/// | [`fleet_budget`](guide::fleet_budget) | one connection budget for every instance of a service, enforced by PostgreSQL, with fair share |
+/// | [`hosts`](guide::hosts) | a primary and its standbys behind one handle: routing by role, failover, events, sizing |
+/// | [`transactions`](guide::transactions) | ambient transactions: a scope binds a transaction to a future, code below asks the pool for it |
+/// | [`sizing`](guide::sizing) | `max_size` and `min_size` from the server's `max_connections`, rolling deploys included |
+/// | [`metrics`](guide::metrics) | the snapshot, both export naming schemes with every series, example queries |
+/// | [`exhaustion`](guide::exhaustion) | when the pool runs dry: holders, slow checkouts, leak detection, suspend |
+/// | [`behaviour`](guide::behaviour) | what someone who knows other pools may not expect |
+/// | [`own_manager`](guide::own_manager) | writing a `ManageConnection` |
+///
+/// The PostgreSQL pages need the crate's features; build the docs with
+/// `cargo doc -p pool-core --all-features` to see every item they name.
+pub mod guide {
+    #[doc = include_str!("../docs/guide/pgbouncer.md")]
+    pub mod pgbouncer {}
+    #[doc = include_str!("../docs/guide/fleet_budget.md")]
+    pub mod fleet_budget {}
+    #[doc = include_str!("../docs/guide/hosts.md")]
+    pub mod hosts {}
+    #[doc = include_str!("../docs/guide/transactions.md")]
+    pub mod transactions {}
+    #[doc = include_str!("../docs/guide/sizing.md")]
+    pub mod sizing {}
+    #[doc = include_str!("../docs/guide/metrics.md")]
+    pub mod metrics {}
+    #[doc = include_str!("../docs/guide/exhaustion.md")]
+    pub mod exhaustion {}
+    #[doc = include_str!("../docs/guide/behaviour.md")]
+    pub mod behaviour {}
+    #[doc = include_str!("../docs/guide/own_manager.md")]
+    pub mod own_manager {}
+}
 
 pub use engine::PooledConnection;
 pub use managers::pooler::{PoolerMode, PoolerStatements};
