@@ -7,7 +7,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use pool_api::{ManageConnection, PoolError, TimeoutPhase};
+use pool_api::{ErrorClass, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 use super::Engine;
@@ -359,7 +359,9 @@ impl<M: ManageConnection> Engine<M> {
         };
         let started = Instant::now();
         let opened = match self.open().await {
-            Err(OpenError::Backend(e)) if !self.manager.is_permanent_error(&e) => {
+            Err(OpenError::Backend(e))
+                if self.manager.classify_error(&e) != ErrorClass::Permanent =>
+            {
                 tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&e), "connect failed; retrying once");
                 self.count_creation_error();
                 self.open().await

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::support;
 use crate::support::{assert_settled, assert_wait_timeout, config, Behaviour, Mock, Scripted};
-use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{async_trait, ErrorClass, ManageConnection, Pool, PoolConfig, PoolError};
 
 /// A runtime of its own, as a test's `#[tokio::test]` builds one.
 fn runtime() -> tokio::runtime::Runtime {
@@ -169,8 +169,8 @@ impl ManageConnection for FailsAfterFirst {
         Ok(())
     }
 
-    fn is_permanent_error(&self, _: &Refused) -> bool {
-        true
+    fn classify_error(&self, _: &Refused) -> ErrorClass {
+        ErrorClass::Permanent
     }
 }
 

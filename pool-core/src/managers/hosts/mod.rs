@@ -110,7 +110,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use pool_api::{
-    async_trait, ConfigError, Holder, ManageConnection, PoolConfig, PoolError, PoolState,
+    async_trait, ConfigError, ErrorClass, Holder, ManageConnection, PoolConfig, PoolError,
+    PoolState,
 };
 use tokio::sync::broadcast;
 
@@ -235,7 +236,7 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         let mut conn = match self.inner.connect().await {
             Ok(conn) => conn,
             Err(e) => {
-                if !self.inner.is_capacity_refusal(&e) {
+                if self.inner.classify_error(&e) != ErrorClass::CapacityRefusal {
                     self.registry.down(self.index, &e);
                 }
                 return Err(e);
@@ -264,8 +265,15 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         self.inner.has_broken(conn)
     }
 
-    fn is_capacity_refusal(&self, error: &M::Error) -> bool {
-        self.inner.is_capacity_refusal(error)
+    /// The backend's capacity refusals stay capacity refusals; every
+    /// other error is transient here, the backend's permanent ones too: a
+    /// host's pool keeps retrying a host that refused, as it did before
+    /// the classifier had a permanent class.
+    fn classify_error(&self, error: &M::Error) -> ErrorClass {
+        match self.inner.classify_error(error) {
+            ErrorClass::CapacityRefusal => ErrorClass::CapacityRefusal,
+            _ => ErrorClass::Transient,
+        }
     }
 
     fn check(&self) -> Result<(), M::Error> {
