@@ -848,7 +848,7 @@ impl<M: HostBackend> Inner<M> {
                     .await
                     {
                         Err(_) => {
-                            conn.discard();
+                            PooledConnection::discard(conn);
                             last_error = Some(no_answer(
                                 &self.pools[i],
                                 &self.registry,
@@ -860,7 +860,7 @@ impl<M: HostBackend> Inner<M> {
                         Ok(Ok(role)) => {
                             if self.registry.up(i, role) {
                                 manager.inner.retire_all();
-                                conn.discard();
+                                PooledConnection::discard(conn);
                                 continue;
                             }
                             role
@@ -868,7 +868,7 @@ impl<M: HostBackend> Inner<M> {
                         Ok(Err(error)) => {
                             self.registry.down(i, &error);
                             last_error = Some(error.to_string());
-                            conn.discard();
+                            PooledConnection::discard(conn);
                             continue;
                         }
                     },
@@ -978,13 +978,13 @@ async fn probe<M: HostBackend>(
         }
         Ok(Err(e)) => {
             registry.down(i, &e);
-            conn.discard();
+            PooledConnection::discard(conn);
             Err(e.to_string())
         }
         Err(_) => {
             // Dropped mid-query: the manager marked the connection so
             // that its close does not wait for the answer.
-            conn.discard();
+            PooledConnection::discard(conn);
             Err(no_answer(pool, registry, i, limit))
         }
     }
@@ -1211,6 +1211,11 @@ pub struct HostInfo {
 /// A connection checked out of a [`HostPool`]: dereferences to the
 /// manager's connection (a `PgClient`, a `PgConnection`); dropping it
 /// returns it to its host's pool.
+///
+/// Its own operations are associated functions
+/// (`HostConnection::host(&conn)`), so that they never hide the
+/// connection's methods of the same name.
+#[must_use = "dropping the guard returns the connection to its host's pool at once"]
 pub struct HostConnection<M: HostBackend> {
     conn: PooledConnection<HostManager<M>>,
     host: Arc<str>,
@@ -1219,18 +1224,18 @@ pub struct HostConnection<M: HostBackend> {
 
 impl<M: HostBackend> HostConnection<M> {
     /// `host:port` of its server.
-    pub fn host(&self) -> &str {
-        &self.host
+    pub fn host(this: &Self) -> &str {
+        &this.host
     }
 
     /// Its server's role when it was checked out.
-    pub fn role(&self) -> ServerRole {
-        self.role
+    pub fn role(this: &Self) -> ServerRole {
+        this.role
     }
 
     /// The pooled connection itself.
-    pub fn into_pooled(self) -> PooledConnection<HostManager<M>> {
-        self.conn
+    pub fn into_pooled(this: Self) -> PooledConnection<HostManager<M>> {
+        this.conn
     }
 }
 
