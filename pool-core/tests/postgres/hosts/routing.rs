@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pool_core::managers::tokio_postgres::{
+use pool_core::managers::hosts::{
     HostConnection, HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
 };
 use tokio_postgres::error::SqlState;
