@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use deadpool_postgres::{ManagerConfig, RecyclingMethod};
-use pool_core::compat::deadpool::DeadpoolManager;
+use pool_core::compat::deadpool::{DeadpoolManager, DeadpoolObject};
 use pool_core::managers::tokio_postgres::{PostgresManager, ResetMode};
 use pool_core::{Pool, PoolConfig, ValidationMode};
 use tokio_postgres::NoTls;
@@ -64,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
         );
         // deadpool's per-object metrics are kept by the adapter: instants,
         // shown here as the durations they mean.
-        let metrics = client.metrics();
+        let metrics = DeadpoolObject::metrics(&client);
         println!(
             "deadpool metrics kept per object: age {:?}, last used {:?} ago, recycled {} times",
             to_micros(metrics.age()),

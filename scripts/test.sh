@@ -26,6 +26,8 @@
 #      dependency resolved to the lowest version its requirement allows,
 #      then pool-api and pool-core built with every feature and their unit
 #      tests run, so each declared floor is one that builds
+#   8. the public API of pool-api and pool-core against the listings
+#      checked in (scripts/api_check.sh; nightly rustdoc's JSON output)
 #
 # Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once,
 # with `debug = "limited"` for our crates (frames and lines for backtraces,
@@ -331,6 +333,11 @@ step "dependency floors (direct dependencies at their lowest versions)"
 # added) fails here rather than in a user's build locked at that release.
 MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
   tests "$log" "dependency floors" scripts/min_versions.sh
+
+step "public API (against pool-api/public-api.txt and pool-core/public-api.txt)"
+# A change to the public API fails here until the listing is updated
+# (scripts/api_check.sh --bless), so it shows as a diff in review.
+API_TARGET_DIR="${API_TARGET_DIR:-$target_dir/api}" tests "$log" "public API" scripts/api_check.sh
 
 if [[ -n $tables_before && $tables_before != unknown ]]; then
   step "tables left in the shared databases"

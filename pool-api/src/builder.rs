@@ -280,14 +280,14 @@ impl PoolConfigBuilder {
     /// `max_concurrent_connects`), so the first one after the database is
     /// back succeeds. While a connection is still in use, callers keep
     /// waiting for it. A connect refused for capacity
-    /// ([`ManageConnection::is_capacity_refusal`], e.g. a fleet budget with
+    /// ([`ErrorClass::CapacityRefusal`], e.g. a fleet budget with
     /// no free ticket) never fails callers fast. With `false`, callers wait
     /// until `acquire_timeout` and get [`PoolError::Timeout`] carrying the
     /// last error (HikariCP's behaviour).
     ///
     /// [`PoolError::ConnectFailed`]: crate::PoolError::ConnectFailed
     /// [`PoolError::Timeout`]: crate::PoolError::Timeout
-    /// [`ManageConnection::is_capacity_refusal`]: crate::ManageConnection::is_capacity_refusal
+    /// [`ErrorClass::CapacityRefusal`]: crate::ErrorClass::CapacityRefusal
     pub fn fail_fast(mut self, fail_fast: bool) -> Self {
         self.config.fail_fast = fail_fast;
         self

@@ -27,5 +27,5 @@ pub use config::{ConfigError, PoolConfig, ValidationMode, MAX_POOL_SIZE};
 pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
 pub use holders::{Holder, HolderSites, SiteHolders};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};
-pub use manager::ManageConnection;
+pub use manager::{ErrorClass, ManageConnection};
 pub use metrics::{Evictions, MetricNames, PoolMetrics};

@@ -1,10 +1,44 @@
 //! The trait a backend implements so the pool can open, check and clean its
 //! connections.
 
+/// What a failed [`connect`](ManageConnection::connect) means, as
+/// [`ManageConnection::classify_error`] says: whether the pool retries it
+/// at once, fails its waiting callers fast, or keeps them waiting.
+///
+/// A pool that shares a connection budget with other processes, or sits
+/// behind a pooler with a client limit, tells "no room now" apart from
+/// "the database is down"; a refused login is told apart from a dropped
+/// packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// A failure that trying again may cure: a refused or reset
+    /// connection, a server restarting its listener. The pool retries
+    /// the first one in a row at once, before any caller sees it; from
+    /// the second on, with nothing open that could come back, the
+    /// waiting callers fail fast with it (see
+    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)).
+    Transient,
+    /// A failure that will not go away by trying again soon: a refused
+    /// login (wrong password, unknown role), an unknown database, a
+    /// setting the server rejects. Not retried at once: it fails the
+    /// waiting callers fast at once (see
+    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)),
+    /// and `Pool::new` returns it.
+    Permanent,
+    /// "No capacity for another connection now" rather than "the database
+    /// is unreachable": a shared budget of connections with no free
+    /// ticket, say. Never fails waiting callers fast: they keep waiting,
+    /// within their timeout, for a connection to come back or for a later
+    /// connect, retried with back-off.
+    CapacityRefusal,
+}
+
 /// Opens, checks and cleans connections of one kind for the pool.
 ///
 /// The pool calls [`connect`](Self::connect) to open a connection,
 /// [`is_valid`](Self::is_valid) at checkout when validation is on,
+/// [`classify_error`](Self::classify_error) when a connect fails,
 /// and, each time a connection comes back, the two cheap synchronous checks
 /// [`has_broken`](Self::has_broken) and [`needs_reset`](Self::needs_reset);
 /// [`reset`](Self::reset) runs only when `needs_reset` said so.
@@ -105,28 +139,12 @@ pub trait ManageConnection: Send + Sync + 'static {
         false
     }
 
-    /// Whether a [`connect`](Self::connect) error means "no capacity for
-    /// another connection now" rather than "the database is unreachable":
-    /// a shared budget of connections with no free ticket, say. Such a
-    /// refusal never fails waiting callers fast (see
-    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)):
-    /// they keep waiting, within their timeout, for a connection to come
-    /// back or for a later connect, retried with back-off. Defaults to
-    /// `false` (every connect error is a failure).
-    fn is_capacity_refusal(&self, _error: &Self::Error) -> bool {
-        false
-    }
-
-    /// Whether a [`connect`](Self::connect) error will not go away by
-    /// trying again soon: a refused login (wrong password, unknown role),
-    /// an unknown database, a setting the server rejects. The pool retries
-    /// one failed connect at once before any caller sees it (a dropped
-    /// packet, a server restarting its listener); a permanent error is not
-    /// retried, it fails the waiting callers fast at once (see
-    /// [`PoolConfigBuilder::fail_fast`](crate::PoolConfigBuilder::fail_fast)),
-    /// and `Pool::new` returns it. Defaults to `false`.
-    fn is_permanent_error(&self, _error: &Self::Error) -> bool {
-        false
+    /// What a [`connect`](Self::connect) error means for the pool's next
+    /// step; see [`ErrorClass`] for what each answer does. Defaults to
+    /// [`ErrorClass::Transient`] (every connect error is a failure that
+    /// trying again may cure).
+    fn classify_error(&self, _error: &Self::Error) -> ErrorClass {
+        ErrorClass::Transient
     }
 
     /// Brings a dirty connection back to a clean state (rollback, defaults).

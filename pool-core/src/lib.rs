@@ -172,7 +172,20 @@ pub mod guide {
     pub mod own_manager {}
 }
 
+// The crate root's re-exports, all of them: the pool, its guard, and
+// everything of pool-api that a manager or an application names. The
+// drivers' types stay in their modules (`managers::...`, `compat::...`,
+// `ambient`); the public API is listed, item by item, in public-api.txt
+// (scripts/api_check.sh).
 pub use engine::PooledConnection;
-pub use managers::pooler::{PoolerMode, PoolerStatements};
 pub use pool::Pool;
-pub use pool_api::*;
+pub use pool_api::{
+    async_trait, ConfigError, ConnectTimedOut, ConnectionInfo, ErrorClass, Evictions, Holder,
+    HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig, PoolConfigBuilder,
+    PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase, ValidationMode, MAX_POOL_SIZE,
+};
+// For the crate's own paths (`crate::PoolerMode`), used by the PostgreSQL
+// managers only, each behind its feature; users name them in
+// `managers::pooler`.
+#[allow(unused_imports)]
+pub(crate) use managers::pooler::{PoolerMode, PoolerStatements};

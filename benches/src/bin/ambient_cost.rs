@@ -102,7 +102,7 @@ async fn run(pool: &PgPool, case: &str, n: u64) -> Result<f64, BoxError> {
                     started = Some(Instant::now());
                     for _ in 0..n {
                         if case == "current" {
-                            std::hint::black_box(pool.current().await?);
+                            drop(std::hint::black_box(pool.current().await?));
                         } else {
                             pool.transaction()
                                 .run(async { Ok::<(), BoxError>(()) })

@@ -163,7 +163,7 @@ impl OursPgManager {
 /// statements passed through, `unnamed` adds `PoolerStatements::Unnamed`
 /// (the statement relay); unset or `session`, the default.
 fn with_pooler_from_env(manager: PgManager) -> Result<PgManager, String> {
-    use pool_core::{PoolerMode, PoolerStatements};
+    use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
     match std::env::var("OURS_PG_POOLER").as_deref() {
         Err(_) | Ok("" | "session") => Ok(manager),
         Ok("transaction") => Ok(manager.pooler_mode(PoolerMode::Transaction)),

@@ -56,7 +56,7 @@ impl<M: TransactionalManager> Drop for Cell<M> {
                 State::Done => false,
             };
             if discard {
-                conn.discard();
+                PooledConnection::discard(conn);
             }
         }
     }
@@ -79,7 +79,10 @@ pub(crate) fn cell_of<M: TransactionalManager>(frame: &Frame) -> Shared<M> {
 ///
 /// Derefs to the connection (mutably on sqlx, so `&mut *conn` is an
 /// executor; on tokio-postgres to the shared `PgClient`, whose queries
-/// from several tasks are pipelined).
+/// from several tasks are pipelined). [`TxConn::in_transaction`] is an
+/// associated function, so that it never hides a method of the
+/// connection.
+#[must_use = "dropping it gives the connection back at once"]
 pub struct TxConn<M: TransactionalManager> {
     pub(crate) inner: Held<M>,
 }
@@ -94,8 +97,8 @@ pub(crate) enum Held<M: TransactionalManager> {
 impl<M: TransactionalManager> TxConn<M> {
     /// Whether this is the current transaction's connection (`false` for
     /// the plain checkout of [`Pool::current_or_checkout`](crate::Pool::current_or_checkout)).
-    pub fn in_transaction(&self) -> bool {
-        !matches!(self.inner, Held::Plain(_))
+    pub fn in_transaction(this: &Self) -> bool {
+        !matches!(this.inner, Held::Plain(_))
     }
 
     /// The connection, mutably; `None` for a shared guard. (Used by the
@@ -125,7 +128,7 @@ impl<M: TransactionalManager> Deref for TxConn<M> {
 impl<M: TransactionalManager> fmt::Debug for TxConn<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TxConn")
-            .field("in_transaction", &self.in_transaction())
+            .field("in_transaction", &Self::in_transaction(self))
             .finish_non_exhaustive()
     }
 }

@@ -189,6 +189,10 @@ where
 /// [`Metrics`] for `recycle`, and calls the manager's `detach` when
 /// dropped, so a manager that tracks its objects (deadpool-postgres's
 /// statement caches) forgets this one.
+///
+/// [`DeadpoolObject::metrics`] is an associated function, as deadpool's
+/// own `Object::metrics` is, so that it never hides a method of the
+/// object.
 pub struct DeadpoolObject<M: Manager> {
     value: M::Type,
     metrics: Metrics,
@@ -197,8 +201,8 @@ pub struct DeadpoolObject<M: Manager> {
 
 impl<M: Manager> DeadpoolObject<M> {
     /// deadpool's metrics for this object.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+    pub fn metrics(this: &Self) -> &Metrics {
+        &this.metrics
     }
 }
 

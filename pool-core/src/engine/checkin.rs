@@ -38,8 +38,11 @@ use crate::stats::Reason;
 /// connection to the pool: a broken one is closed, a dirty one
 /// (`needs_reset`) is reset before anyone else can get it, a clean one is
 /// handed to the longest waiter or put back on the idle stack, without a
-/// lock or a task spawn. [`discard`](Self::discard) closes it instead and
-/// [`detach`](Self::detach) takes it out of the pool.
+/// lock or a task spawn. [`PooledConnection::discard`] closes it instead
+/// and [`PooledConnection::detach`] takes it out of the pool. Both are
+/// associated functions (`PooledConnection::detach(conn)`, as
+/// `Arc::strong_count` is), so that a connection's own method of the same
+/// name is what `conn.detach()` calls.
 ///
 /// A panic while holding the guard drops it as usual: the slot is never
 /// lost.
@@ -74,6 +77,7 @@ use crate::stats::Reason;
 /// fn shared_between_threads<T: Sync>() {}
 /// shared_between_threads::<PooledConnection<Cells>>(); // error: `Cell<u64>` is not `Sync`
 /// ```
+#[must_use = "dropping the guard returns the connection to the pool at once"]
 pub struct PooledConnection<M: ManageConnection> {
     /// The guard's count of the pool. Dropped by `drop`, unless the
     /// connection is parked in its slot, which then keeps the count for
@@ -122,15 +126,22 @@ impl<M: ManageConnection> PooledConnection<M> {
 
     /// Closes the connection instead of returning it; its slot is freed and
     /// a waiter, if any, gets a new connection.
-    pub fn discard(mut self) {
-        self.discard = true;
+    ///
+    /// An associated function (`PooledConnection::discard(conn)`), so that
+    /// it never hides a method of the connection.
+    pub fn discard(mut this: Self) {
+        this.discard = true;
     }
 
     /// Takes the connection out of the pool. Its slot is freed (a waiter, if
     /// any, gets a new connection) and the pool forgets it: closing it is
     /// now the caller's business.
-    pub fn detach(self) -> M::Connection {
-        let mut this = ManuallyDrop::new(self);
+    ///
+    /// An associated function (`PooledConnection::detach(conn)`), so that
+    /// it never hides a method of the connection.
+    #[must_use = "dropping the detached connection closes it; `PooledConnection::discard` says so"]
+    pub fn detach(this: Self) -> M::Connection {
+        let mut this = ManuallyDrop::new(this);
         // SAFETY: `this` is never dropped, so `held` and `shared` are
         // each taken once here and not used again.
         let (held, shared) = unsafe {

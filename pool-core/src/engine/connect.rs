@@ -22,7 +22,7 @@
 //! The first failed connect in a row is retried at once, without back-off
 //! and before any caller sees it (a dropped packet, a listener
 //! restarting), unless the manager calls its error permanent
-//! (`ManageConnection::is_permanent_error`: a refused login, an unknown
+//! (`ErrorClass::Permanent`: a refused login, an unknown
 //! database). With `fail_fast` on (the default), the second failed connect
 //! in a row (or a permanent one) that leaves no slot
 //! reserved (nothing idle, in use or being opened that could come back)
@@ -33,7 +33,7 @@
 //! finds a place queues, which starts a connect at once (no back-off
 //! wait), so the first `get()` after the database is back succeeds. The
 //! next successful connect clears the state. A refusal the manager calls a
-//! capacity refusal (`ManageConnection::is_capacity_refusal`, a fleet
+//! capacity refusal (`ErrorClass::CapacityRefusal`, a fleet
 //! budget with no free ticket) never marks the database down: callers wait
 //! within their timeout, the connect retried with back-off.
 //!
@@ -75,7 +75,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Poll;
 
-use pool_api::{ManageConnection, PoolError, TimeoutPhase};
+use pool_api::{ErrorClass, ManageConnection, PoolError, TimeoutPhase};
 
 use super::in_flight::Reservation;
 use super::Engine;
@@ -500,8 +500,12 @@ impl<M: ManageConnection> Engine<M> {
     /// trying sooner does not cure them.
     pub(crate) fn connect_failed(&self, err: OpenError<M::Error>) -> AfterFailure {
         self.count_creation_error();
-        let capacity = matches!(&err, OpenError::Backend(e) if self.manager.is_capacity_refusal(e));
-        let permanent = matches!(&err, OpenError::Backend(e) if self.manager.is_permanent_error(e));
+        let class = match &err {
+            OpenError::Backend(e) => self.manager.classify_error(e),
+            _ => ErrorClass::Transient,
+        };
+        let capacity = class == ErrorClass::CapacityRefusal;
+        let permanent = class == ErrorClass::Permanent;
         // A panic says the code is broken, not the database: no failure
         // epoch, no fail fast; callers wait (and time out with it as the
         // last error) while the connect is retried with back-off.

@@ -7,7 +7,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use pool_api::{ManageConnection, PoolError, TimeoutPhase};
+use pool_api::{ErrorClass, ManageConnection, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 use super::Engine;
@@ -367,7 +367,7 @@ impl<M: ManageConnection> Engine<M> {
         };
         let first = self.open_within(start.left(connect_timeout)).await;
         let retry = match &first {
-            Err(OpenError::Backend(e)) => !self.manager.is_permanent_error(e),
+            Err(OpenError::Backend(e)) => self.manager.classify_error(e) != ErrorClass::Permanent,
             Err(OpenError::TimedOut(_)) => true,
             _ => false,
         };

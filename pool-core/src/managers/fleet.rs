@@ -11,7 +11,8 @@
 //! ticket free means the connect fails with [`FleetBudgetExhausted`].
 //!
 //! The manager-agnostic part lives here; the managers run
-//! [`CLAIM_SQL`] and map "no row" to [`FleetBudgetExhausted`].
+//! the claim query (`CLAIM_SQL`) and map "no row" to
+//! [`FleetBudgetExhausted`].
 //!
 //! # Key collisions
 //!
@@ -125,7 +126,7 @@ use tokio::sync::Notify;
 /// The tickets are tried in order from `$3`, wrapping around, and the scan
 /// stops at the first lock taken (`LIMIT 1`), so at most one ticket is
 /// held per connection.
-pub const CLAIM_SQL: &str = "SELECT t FROM \
+pub(crate) const CLAIM_SQL: &str = "SELECT t FROM \
     (SELECT (($3::int4 + n) % $2::int4)::int4 AS t FROM generate_series(0, $2::int4 - 1) AS n) AS tickets \
     WHERE pg_try_advisory_lock($1::int4, t) LIMIT 1";
 
@@ -254,14 +255,14 @@ impl FleetBudget {
     }
 
     /// The total as the `int4` [`CLAIM_SQL`] takes.
-    pub fn total_i32(&self) -> i32 {
+    pub(crate) fn total_i32(&self) -> i32 {
         // Checked in `new`.
         i32::try_from(self.total).unwrap_or(i32::MAX)
     }
 
     /// A random first ticket for [`CLAIM_SQL`]'s `$3`, so that connects
     /// spread over the tickets instead of all scanning from zero.
-    pub fn random_start(&self) -> i32 {
+    pub(crate) fn random_start(&self) -> i32 {
         i32::try_from(fastrand::u32(0..self.total)).unwrap_or(0)
     }
 
@@ -270,16 +271,7 @@ impl FleetBudget {
     /// parameters in one round trip (PostgreSQL's simple query protocol)
     /// but need two for one with parameters. Only integers are written in,
     /// so nothing from the name reaches the SQL text.
-    ///
-    /// ```
-    /// use pool_core::managers::fleet::FleetBudget;
-    ///
-    /// let budget = FleetBudget::new("orders-api", 40)?;
-    /// let sql = budget.claim_sql_literal(7);
-    /// assert!(sql.contains("pg_try_advisory_lock") && !sql.contains('$'));
-    /// # Ok::<(), pool_core::managers::fleet::FleetBudgetConfigError>(())
-    /// ```
-    pub fn claim_sql_literal(&self, start: i32) -> String {
+    pub(crate) fn claim_sql_literal(&self, start: i32) -> String {
         // In parentheses: `-2147483648::int4` would cast before negating,
         // and overflow.
         CLAIM_SQL
@@ -289,7 +281,7 @@ impl FleetBudget {
     }
 
     /// The error for a connect that found no free ticket.
-    pub fn exhausted(&self) -> FleetBudgetExhausted {
+    pub(crate) fn exhausted(&self) -> FleetBudgetExhausted {
         FleetBudgetExhausted {
             name: self.name.clone(),
             total: self.total,
@@ -1102,6 +1094,13 @@ async fn control(_running: Running, share: Weak<FleetShare>, wake: Arc<Notify>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_literal_claim_query_has_no_parameters_left() {
+        let budget = FleetBudget::new("orders-api", 40).unwrap();
+        let sql = budget.claim_sql_literal(7);
+        assert!(sql.contains("pg_try_advisory_lock") && !sql.contains('$'));
+    }
 
     #[test]
     fn keys_are_stable_and_differ_by_name() {

@@ -24,7 +24,7 @@ macro_rules! sqlx_suite {
 
         use futures::stream::{FuturesUnordered, StreamExt};
         use futures::FutureExt;
-        use pool_core::ambient::{self, Propagation, TxError};
+        use pool_core::ambient::{self, Propagation, TxConn, TxError};
         use sqlx::AssertSqlSafe;
 
         use crate::support::db::{bounded, eventually, unique};
@@ -101,7 +101,7 @@ use crate::{Fail, SERVER_WAIT};
                     .run(async { Ok(pool.in_transaction()) })
                     .await;
                 assert!(!never.unwrap(), "never runs without a transaction");
-                assert!(!pool.current_or_checkout().await.unwrap().in_transaction());
+                assert!(!TxConn::in_transaction(&pool.current_or_checkout().await.unwrap()));
 
                 let done: Result<(), F> = pool
                     .transaction()
@@ -125,7 +125,7 @@ use crate::{Fail, SERVER_WAIT};
                             .run(async { Ok(()) })
                             .await;
                         assert!(matches!(never, Err(Fail::Tx(TxError::AlreadyInTransaction))));
-                        assert!(pool.current_or_checkout().await?.in_transaction());
+                        assert!(TxConn::in_transaction(&pool.current_or_checkout().await?));
                         // Nothing is committed before the outermost scope ends.
                         assert_eq!(values(&pool, &t).await, Vec::<i64>::new());
                         Ok(())

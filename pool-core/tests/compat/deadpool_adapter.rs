@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use deadpool::managed::{Manager, Metrics, RecycleError, RecycleResult};
 use deadpool_postgres::{ManagerConfig, RecyclingMethod};
-use pool_core::compat::deadpool::{DeadpoolError, DeadpoolManager, RecycleAt};
-use pool_core::{ManageConnection, Pool, PoolConfig, ValidationMode};
+use pool_core::compat::deadpool::{DeadpoolError, DeadpoolManager, DeadpoolObject, RecycleAt};
+use pool_core::{ManageConnection, Pool, PoolConfig, PooledConnection, ValidationMode};
 use tokio_postgres::NoTls;
 
 /// A deadpool manager that records what it is asked.
@@ -79,8 +79,8 @@ async fn recycles_at_checkout_with_deadpool_metrics() {
     // recycled (bypass 0), as in deadpool.
     assert_eq!(*fake.recycle_counts.lock().unwrap(), vec![0, 1]);
     let conn = pool.get().await.expect("get");
-    assert_eq!(conn.metrics().recycle_count, 3);
-    assert!(conn.metrics().recycled.is_some());
+    assert_eq!(DeadpoolObject::metrics(&conn).recycle_count, 3);
+    assert!(DeadpoolObject::metrics(&conn).recycled.is_some());
 }
 
 #[tokio::test]
@@ -91,7 +91,7 @@ async fn recycles_at_return_when_asked() {
     // The reset runs in a task after the return; the next checkout waits
     // for it, so after it the recycle has happened.
     let conn = pool.get().await.expect("get");
-    assert_eq!(conn.metrics().recycle_count, 1);
+    assert_eq!(DeadpoolObject::metrics(&conn).recycle_count, 1);
     assert_eq!(
         *pool.manager().get_ref().recycle_counts.lock().unwrap(),
         vec![0]
@@ -116,7 +116,7 @@ async fn refused_recycle_closes_the_object_and_detaches_it() {
     assert_eq!(fake.detached.load(Ordering::SeqCst), 1, "the refused one");
 
     // Taken out of the pool, the object is detached when dropped.
-    let raw = conn.detach();
+    let raw = PooledConnection::detach(conn);
     assert_eq!(fake.detached.load(Ordering::SeqCst), 1);
     drop(raw);
     assert_eq!(fake.detached.load(Ordering::SeqCst), 2);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{assert_bounds, assert_settled, config, Mock};
-use pool_core::Pool;
+use pool_core::{Pool, PooledConnection};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
@@ -42,7 +42,7 @@ async fn bound_holds_under_64_tasks_by_hundreds_of_cycles() {
                 let mut conn = pool.get().await.expect("get within 5 s");
                 conn.uses.push(t);
                 match (t + i) % 17 {
-                    0 => conn.discard(),
+                    0 => PooledConnection::discard(conn),
                     1 => {
                         conn.broken = true;
                     }

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::support;
 use crate::support::{assert_settled, assert_wait_timeout, config, Behaviour, Mock, Scripted};
-use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{
+    async_trait, ErrorClass, ManageConnection, Pool, PoolConfig, PoolError, PooledConnection,
+};
 
 /// A runtime of its own, as a test's `#[tokio::test]` builds one.
 fn runtime() -> tokio::runtime::Runtime {
@@ -169,8 +171,8 @@ impl ManageConnection for FailsAfterFirst {
         Ok(())
     }
 
-    fn is_permanent_error(&self, _: &Refused) -> bool {
-        true
+    fn classify_error(&self, _: &Refused) -> ErrorClass {
+        ErrorClass::Permanent
     }
 }
 
@@ -229,12 +231,12 @@ async fn a_slot_freed_on_a_plain_thread_serves_the_waiter() {
             pool.soft_evict_all();
         }
         std::thread::spawn(move || match how {
-            "discarded" => held.discard(),
+            "discarded" => PooledConnection::discard(held),
             "broken" => {
                 held.broken = true;
                 drop(held);
             }
-            "detached" => drop(held.detach()),
+            "detached" => drop(PooledConnection::detach(held)),
             _ => drop(held),
         })
         .join()

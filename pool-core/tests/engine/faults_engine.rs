@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::support;
 use crate::support::{assert_settled, config, Behaviour, Mock, SLOW};
-use pool_core::{Pool, ValidationMode};
+use pool_core::{Pool, PooledConnection, ValidationMode};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -158,7 +158,7 @@ async fn a_closing_connection_keeps_its_slot_until_the_close_ends() {
     mock.script.on_close.set(Behaviour::Slow);
     let pool = Pool::new_lazy(mock.clone(), config(1).build().unwrap());
     let conn = pool.get().await.unwrap();
-    conn.discard();
+    PooledConnection::discard(conn);
     let m = pool.metrics();
     assert_eq!((m.closing, m.total, m.in_use), (1, 1, 0), "{m:?}");
 
@@ -187,7 +187,7 @@ async fn a_close_that_never_ends_frees_its_slot_at_the_validation_timeout() {
         mock.clone(),
         config(1).validation_timeout(LIMIT).build().unwrap(),
     );
-    pool.get().await.unwrap().discard();
+    PooledConnection::discard(pool.get().await.unwrap());
     let started = tokio::time::Instant::now();
     let next = pool.get().await.unwrap();
     let waited = started.elapsed();

@@ -3,13 +3,14 @@
 
 use crate::support;
 use crate::support::config;
+use pool_core::PooledConnection;
 
 #[tokio::test]
 async fn discard_closes_and_frees_the_slot() {
     let (mock, pool) = support::pool(config(1)).await;
     let conn = pool.get().await.unwrap();
     let id = conn.id;
-    conn.discard();
+    PooledConnection::discard(conn);
     assert_eq!(mock.script.alive(), 0);
     let m = pool.metrics();
     assert_eq!((m.total, m.in_use, m.evictions.closed), (0, 0, 1));
@@ -24,7 +25,7 @@ async fn discard_closes_and_frees_the_slot() {
 async fn detach_takes_the_connection_and_frees_the_slot() {
     let (mock, pool) = support::pool(config(1)).await;
     let conn = pool.get().await.unwrap();
-    let raw = conn.detach();
+    let raw = PooledConnection::detach(conn);
     assert_eq!(mock.script.alive(), 1, "the detached connection stays open");
     assert_eq!(pool.metrics().total, 0);
     // The slot is free: another connection can be had at max_size 1.
@@ -44,8 +45,68 @@ async fn discard_serves_a_waiter_with_a_new_connection() {
         tokio::spawn(async move { pool.get().await.unwrap().id })
     };
     support::until(|| pool.metrics().waiting > 0).await;
-    conn.discard();
+    PooledConnection::discard(conn);
     assert_ne!(waiter.await.unwrap(), old);
+}
+
+/// The guard's own operations never hide the connection's methods of the
+/// same name: `conn.detach()` and `conn.discard()` reach the connection
+/// through `Deref`, and the guard's are called as
+/// `PooledConnection::detach(conn)`.
+mod no_shadowing {
+    use pool_core::{async_trait, ManageConnection, Pool, PooledConnection};
+
+    use crate::support::config;
+
+    /// A connection with methods named like the guard's operations (a
+    /// driver's "detach from the session", "discard all").
+    #[derive(Debug, Default)]
+    struct Session {
+        calls: Vec<&'static str>,
+    }
+
+    impl Session {
+        fn detach(&mut self) -> &'static str {
+            self.calls.push("detach");
+            "the session's own detach"
+        }
+
+        fn discard(&mut self) -> &'static str {
+            self.calls.push("discard");
+            "the session's own discard"
+        }
+    }
+
+    #[derive(Debug)]
+    struct Sessions;
+
+    #[async_trait]
+    impl ManageConnection for Sessions {
+        type Connection = Session;
+        type Error = std::io::Error;
+
+        async fn connect(&self) -> Result<Session, std::io::Error> {
+            Ok(Session::default())
+        }
+
+        async fn is_valid(&self, _: &mut Session) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn method_calls_on_the_guard_reach_the_connection() {
+        let pool = Pool::new(Sessions, config(1).build().unwrap())
+            .await
+            .unwrap();
+        let mut conn = pool.get().await.unwrap();
+        assert_eq!(conn.detach(), "the session's own detach");
+        assert_eq!(conn.discard(), "the session's own discard");
+        assert_eq!(pool.metrics().in_use, 1, "the guard still holds it");
+        let session = PooledConnection::detach(conn);
+        assert_eq!(session.calls, ["detach", "discard"]);
+        assert_eq!(pool.metrics().total, 0, "detached from the pool");
+    }
 }
 
 /// A manager whose connection is `Send` but not `Sync` (a `Cell`, like

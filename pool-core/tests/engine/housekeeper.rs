@@ -136,7 +136,7 @@ async fn losses_are_refilled_to_min_size() {
     let mut broken = pool.get().await.unwrap();
     broken.broken = true;
     drop(broken);
-    pool.get().await.unwrap().discard();
+    PooledConnection::discard(pool.get().await.unwrap());
     support::until(|| pool.metrics().idle == 3).await;
     let m = pool.metrics();
     assert_eq!(
@@ -148,7 +148,7 @@ async fn losses_are_refilled_to_min_size() {
     // While the database refuses, the refill backs off and keeps trying;
     // once it is back, the pool is whole again without anyone asking.
     mock.script.set(&mock.script.fail_connect, true);
-    pool.get().await.unwrap().discard();
+    PooledConnection::discard(pool.get().await.unwrap());
     tokio::time::sleep(3 * SEC).await;
     let m = pool.metrics();
     assert_eq!(m.total, 2, "{m:?}");

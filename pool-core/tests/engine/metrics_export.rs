@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::support::{config, Mock};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
-use pool_core::{MetricNames, Pool, PoolConfigBuilder, PoolError, TimeoutPhase};
+use pool_core::{MetricNames, Pool, PoolConfigBuilder, PoolError, PooledConnection, TimeoutPhase};
 
 const GAUGES: [&str; 8] = [
     "pool_connections",
@@ -337,7 +337,7 @@ async fn evictions_are_exported_by_reason() {
     tokio::time::sleep(Duration::from_secs(70)).await; // b idles out, a ages out
     drop(a);
     // Discarded by the caller; dirty with a reset that fails.
-    pool.get().await.unwrap().discard();
+    PooledConnection::discard(pool.get().await.unwrap());
     mock.script.set(&mock.script.fail_reset, true);
     let mut dirty = pool.get().await.unwrap();
     dirty.dirty = true;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{config, Mock};
-use pool_core::PoolMetrics;
+use pool_core::{PoolMetrics, PooledConnection};
 
 /// Counters never go down between two snapshots.
 fn assert_monotonic(before: &PoolMetrics, after: &PoolMetrics) {
@@ -92,7 +92,7 @@ async fn every_snapshot_is_consistent_under_concurrent_load() {
                     tokio::task::yield_now().await;
                     match (w * ROUNDS + i) % 29 {
                         0 => conn.broken = true,
-                        1 => conn.discard(),
+                        1 => PooledConnection::discard(conn),
                         _ => drop(conn),
                     }
                 }

@@ -121,12 +121,12 @@ fn run(max: u32, min: u32, ops: Vec<Op>) {
                 Op::Drop(i) => drop(pick(&mut held, i)),
                 Op::Discard(i) => {
                     if let Some(c) = pick(&mut held, i) {
-                        c.discard();
+                        PooledConnection::discard(c);
                     }
                 }
                 Op::Detach(i) => {
                     if let Some(c) = pick(&mut held, i) {
-                        detached.push(c.detach());
+                        detached.push(PooledConnection::detach(c));
                     }
                 }
                 Op::Broken(i) => {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{async_trait, ManageConnection, Pool, PoolConfig, PoolError, PooledConnection};
 
 const MAX: u32 = 8;
 
@@ -242,7 +242,7 @@ fn everything_at_once_keeps_the_bound_and_frees_the_engine() {
             n += 1;
             hold(&conn, || {});
             if n.is_multiple_of(3) {
-                conn.discard();
+                PooledConnection::discard(conn);
             } else {
                 drop(conn);
             }
@@ -404,7 +404,7 @@ fn runtimes_that_come_and_go_leave_the_pool_working() {
             n += 1;
             hold(&conn, || {});
             if n.is_multiple_of(2) {
-                conn.discard();
+                PooledConnection::discard(conn);
             } else {
                 drop(conn);
             }
@@ -480,7 +480,9 @@ fn runtimes_that_come_and_go_leave_the_pool_working() {
         }
         assert_eq!(pool.state().waiting, 1, "the caller queued");
         let freed = held.pop().unwrap();
-        std::thread::spawn(move || freed.discard()).join().unwrap();
+        std::thread::spawn(move || PooledConnection::discard(freed))
+            .join()
+            .unwrap();
         tokio::time::timeout(bounded, waiter)
             .await
             .expect("bounded")

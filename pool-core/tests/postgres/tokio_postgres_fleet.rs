@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use pool_core::managers::fleet::FleetBudget;
 use pool_core::managers::tokio_postgres::{PgError, PostgresManager};
-use pool_core::{ManageConnection, Pool, PoolConfig};
+use pool_core::{ManageConnection, Pool, PoolConfig, PooledConnection};
 use tokio_postgres::NoTls;
 
 /// Set in a child: `index,budget name,busy ms,run ms,start dir`.
@@ -585,7 +585,7 @@ async fn an_instance_alone_borrows_the_whole_budget() {
         // one ticket) and then holds no connection.
         for instance in &instances {
             let conn = instance.pool.get().await.expect("a first connection");
-            conn.discard();
+            PooledConnection::discard(conn);
         }
         let controls =
             |held: &BTreeMap<String, i64>| held.len() == 5 && held.values().all(|&n| n == 1);
@@ -1073,7 +1073,7 @@ async fn a_shared_budget_holds_under_mixed_resets_hooks_discards_and_resize() {
                         conn.batch_execute(sql).await.expect("query");
                         done.fetch_add(1, Ordering::Relaxed);
                         if round % 6 == 0 {
-                            conn.discard();
+                            PooledConnection::discard(conn);
                         }
                     }
                 }));

@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_core::managers::fleet::FleetBudgetConfigError;
+use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
 use pool_core::managers::tokio_postgres::{PgConfigError, PgError, PostgresManager, ResetMode};
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode, PoolerStatements};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 use tokio_postgres::NoTls;
 
 /// The tests that open relayed connections, one at a time: they count the

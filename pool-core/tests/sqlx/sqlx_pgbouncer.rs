@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::db::bounded;
 use crate::support::pgbouncer::{Bouncer, Upstream};
+use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
 use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig, PoolerMode, PoolerStatements};
+use pool_core::{Pool, PoolConfig};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{Connection, Executor, Row, Statement};
 

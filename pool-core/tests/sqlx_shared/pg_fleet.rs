@@ -13,7 +13,7 @@ use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::{bounded, unique};
 use pool_core::managers::fleet::{FleetBudget, FleetBudgetExhausted};
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PooledConnection};
 
 const TOTAL: u32 = 3;
 
@@ -119,7 +119,7 @@ async fn two_pools_under_one_budget_never_hold_more_than_it() {
                         .await
                         .expect("query");
                     done.fetch_add(1, Ordering::Relaxed);
-                    conn.discard();
+                    PooledConnection::discard(conn);
                 }
             }));
         }
@@ -441,12 +441,7 @@ async fn an_instance_alone_borrows_the_whole_budget() {
         // Each connects once (its control session joins, holding one
         // ticket), then holds no connection.
         for instance in &instances {
-            instance
-                .pool
-                .get()
-                .await
-                .expect("a first connection")
-                .discard();
+            PooledConnection::discard(instance.pool.get().await.expect("a first connection"));
         }
         wait_for_tickets(&mut admin, &budget, 5).await;
         let from = Instant::now();
@@ -683,7 +678,7 @@ async fn a_shared_budget_holds_under_mixed_resets_hooks_discards_and_resize() {
                         one_round(&mut conn, round, strict).await;
                         done.fetch_add(1, Ordering::Relaxed);
                         if round % 6 == 0 {
-                            conn.discard();
+                            PooledConnection::discard(conn);
                         }
                     }
                 }));

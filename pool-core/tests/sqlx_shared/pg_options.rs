@@ -11,7 +11,8 @@ use super::drivers::pool_sqlx::{BoxError, PasswordProviderError, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::bounded;
-use pool_core::{ManageConnection, Pool, PoolConfig, PoolError, PoolerMode, PoolerStatements};
+use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
+use pool_core::{ManageConnection, Pool, PoolConfig, PoolError};
 
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pool_core::{
-    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, PoolError,
+    async_trait, ConnectionInfo, ErrorClass, Hooks, ManageConnection, Pool, PoolConfig, PoolError,
     TimeoutPhase, ValidationMode,
 };
 
@@ -40,10 +40,10 @@ pub struct Script {
     /// connects work again (a blip).
     pub fail_next_connects: AtomicU64,
     /// Failed connects fail with a refused login, which
-    /// `is_permanent_error` recognises.
+    /// `classify_error` calls permanent.
     pub permanent_failure: AtomicBool,
     /// `connect` fails with a capacity refusal ("fleet budget exhausted"),
-    /// which `is_capacity_refusal` recognises.
+    /// which `classify_error` calls a capacity refusal.
     pub refuse_capacity: AtomicBool,
     pub fail_valid: AtomicBool,
     pub valid_calls: AtomicU64,
@@ -316,12 +316,14 @@ impl ManageConnection for Mock {
         self.script.target.lock().unwrap().clone()
     }
 
-    fn is_permanent_error(&self, e: &MockError) -> bool {
-        e.0 == PERMANENT
-    }
-
-    fn is_capacity_refusal(&self, e: &MockError) -> bool {
-        e.0.contains("fleet budget")
+    fn classify_error(&self, e: &MockError) -> ErrorClass {
+        if e.0 == PERMANENT {
+            ErrorClass::Permanent
+        } else if e.0.contains("fleet budget") {
+            ErrorClass::CapacityRefusal
+        } else {
+            ErrorClass::Transient
+        }
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {

@@ -110,7 +110,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use pool_api::{
-    async_trait, ConfigError, Holder, ManageConnection, PoolConfig, PoolError, PoolState,
+    async_trait, ConfigError, ErrorClass, Holder, ManageConnection, PoolConfig, PoolError,
+    PoolState,
 };
 use tokio::sync::broadcast;
 
@@ -235,7 +236,7 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         let mut conn = match self.inner.connect().await {
             Ok(conn) => conn,
             Err(e) => {
-                if !self.inner.is_capacity_refusal(&e) {
+                if self.inner.classify_error(&e) != ErrorClass::CapacityRefusal {
                     self.registry.down(self.index, &e);
                 }
                 return Err(e);
@@ -264,8 +265,15 @@ impl<M: HostBackend> ManageConnection for HostManager<M> {
         self.inner.has_broken(conn)
     }
 
-    fn is_capacity_refusal(&self, error: &M::Error) -> bool {
-        self.inner.is_capacity_refusal(error)
+    /// The backend's capacity refusals stay capacity refusals; every
+    /// other error is transient here, the backend's permanent ones too: a
+    /// host's pool keeps retrying a host that refused, as it did before
+    /// the classifier had a permanent class.
+    fn classify_error(&self, error: &M::Error) -> ErrorClass {
+        match self.inner.classify_error(error) {
+            ErrorClass::CapacityRefusal => ErrorClass::CapacityRefusal,
+            _ => ErrorClass::Transient,
+        }
     }
 
     fn check(&self) -> Result<(), M::Error> {
@@ -845,7 +853,7 @@ impl<M: HostBackend> Inner<M> {
                     .await
                     {
                         Err(_) => {
-                            conn.discard();
+                            PooledConnection::discard(conn);
                             last_error = Some(no_answer(
                                 &self.pools[i],
                                 &self.registry,
@@ -857,7 +865,7 @@ impl<M: HostBackend> Inner<M> {
                         Ok(Ok(role)) => {
                             if self.registry.up(i, role) {
                                 manager.inner.retire_all();
-                                conn.discard();
+                                PooledConnection::discard(conn);
                                 continue;
                             }
                             role
@@ -865,7 +873,7 @@ impl<M: HostBackend> Inner<M> {
                         Ok(Err(error)) => {
                             self.registry.down(i, &error);
                             last_error = Some(error.to_string());
-                            conn.discard();
+                            PooledConnection::discard(conn);
                             continue;
                         }
                     },
@@ -975,13 +983,13 @@ async fn probe<M: HostBackend>(
         }
         Ok(Err(e)) => {
             registry.down(i, &e);
-            conn.discard();
+            PooledConnection::discard(conn);
             Err(e.to_string())
         }
         Err(_) => {
             // Dropped mid-query: the manager marked the connection so
             // that its close does not wait for the answer.
-            conn.discard();
+            PooledConnection::discard(conn);
             Err(no_answer(pool, registry, i, limit))
         }
     }
@@ -1208,6 +1216,11 @@ pub struct HostInfo {
 /// A connection checked out of a [`HostPool`]: dereferences to the
 /// manager's connection (a `PgClient`, a `PgConnection`); dropping it
 /// returns it to its host's pool.
+///
+/// Its own operations are associated functions
+/// (`HostConnection::host(&conn)`), so that they never hide the
+/// connection's methods of the same name.
+#[must_use = "dropping the guard returns the connection to its host's pool at once"]
 pub struct HostConnection<M: HostBackend> {
     conn: PooledConnection<HostManager<M>>,
     host: Arc<str>,
@@ -1216,18 +1229,18 @@ pub struct HostConnection<M: HostBackend> {
 
 impl<M: HostBackend> HostConnection<M> {
     /// `host:port` of its server.
-    pub fn host(&self) -> &str {
-        &self.host
+    pub fn host(this: &Self) -> &str {
+        &this.host
     }
 
     /// Its server's role when it was checked out.
-    pub fn role(&self) -> ServerRole {
-        self.role
+    pub fn role(this: &Self) -> ServerRole {
+        this.role
     }
 
     /// The pooled connection itself.
-    pub fn into_pooled(self) -> PooledConnection<HostManager<M>> {
-        self.conn
+    pub fn into_pooled(this: Self) -> PooledConnection<HostManager<M>> {
+        this.conn
     }
 }
 

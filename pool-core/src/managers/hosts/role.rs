@@ -83,7 +83,7 @@ pub enum SessionTarget {
 
 impl SessionTarget {
     /// Whether a server of `role` fits this target on the first pass.
-    pub fn accepts(self, role: ServerRole) -> bool {
+    pub(crate) fn accepts(self, role: ServerRole) -> bool {
         match self {
             Self::Any => true,
             Self::ReadWrite => role == ServerRole::Primary,

@@ -13,7 +13,7 @@ use super::password::{PasswordProviderError, Provider};
 use super::reset::{self, ResetMode};
 use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError, FleetShare};
 use crate::managers::pooler::TransactionPoolerError;
-use crate::{ManageConnection, PoolerMode, PoolerStatements};
+use crate::{ErrorClass, ManageConnection, PoolerMode, PoolerStatements};
 use std::sync::Arc;
 
 /// Opens, checks and cleans sqlx connections of type `C`
@@ -273,26 +273,28 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
         C::target(&self.options)
     }
 
-    /// A connect refused for want of a fleet budget ticket is capacity, not
-    /// a database failure: callers keep waiting (within `acquire_timeout`)
-    /// instead of failing fast (a fleet budget is a limit, not a fault).
-    fn is_capacity_refusal(&self, error: &Error) -> bool {
-        matches!(error, Error::Configuration(cause)
-            if cause.is::<crate::managers::fleet::FleetBudgetExhausted>())
-    }
-
-    /// A refused login, an unknown database or role, and the manager's own
-    /// settings that cannot work are permanent: retrying at once does not
-    /// cure them, so callers fail fast with the first one.
-    fn is_permanent_error(&self, error: &Error) -> bool {
+    /// A connect refused for want of a fleet budget ticket is a capacity
+    /// refusal, not a database failure: callers keep waiting (within
+    /// `acquire_timeout`) instead of failing fast (a fleet budget is a
+    /// limit, not a fault). A refused login, an unknown database or role,
+    /// and the manager's own settings that cannot work are permanent:
+    /// retrying at once does not cure them, so callers fail fast with the
+    /// first one. Anything else is transient.
+    fn classify_error(&self, error: &Error) -> ErrorClass {
         match error {
-            Error::Database(e) => e
-                .code()
-                .is_some_and(|code| crate::managers::is_permanent_sqlstate(&code)),
-            Error::Configuration(cause) => {
-                !cause.is::<crate::managers::fleet::FleetBudgetExhausted>()
+            Error::Configuration(cause)
+                if cause.is::<crate::managers::fleet::FleetBudgetExhausted>() =>
+            {
+                ErrorClass::CapacityRefusal
             }
-            _ => false,
+            Error::Configuration(_) => ErrorClass::Permanent,
+            Error::Database(e)
+                if e.code()
+                    .is_some_and(|code| crate::managers::is_permanent_sqlstate(&code)) =>
+            {
+                ErrorClass::Permanent
+            }
+            _ => ErrorClass::Transient,
         }
     }
 

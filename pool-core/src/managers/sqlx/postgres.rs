@@ -236,7 +236,7 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # fn demo() -> Result<(), sqlx::Error> {
     /// use pool_core::managers::sqlx::SqlxManager;
-    /// use pool_core::PoolerMode;
+    /// use pool_core::managers::pooler::PoolerMode;
     ///
     /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@pgbouncer:6432/app")?
     ///     .pooler_mode(PoolerMode::Transaction);
@@ -297,7 +297,7 @@ impl SqlxManager<PgConnection> {
     /// # #[cfg(feature = "sqlx-postgres")]
     /// # fn demo() -> Result<(), sqlx::Error> {
     /// use pool_core::managers::sqlx::SqlxManager;
-    /// use pool_core::{PoolerMode, PoolerStatements};
+    /// use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
     ///
     /// // PgBouncer 1.18 in transaction mode.
     /// let manager = SqlxManager::<sqlx::PgConnection>::from_url("postgres://app@pgbouncer:6432/app")?

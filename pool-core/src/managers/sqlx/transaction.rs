@@ -59,6 +59,7 @@ use crate::{Pool, PoolError, PooledConnection};
 /// # #[cfg(not(feature = "sqlx-sqlite"))]
 /// # fn main() {}
 /// ```
+#[must_use = "dropping the transaction rolls it back"]
 pub struct Transaction<C: SqlxConnection> {
     conn: PooledConnection<SqlxManager<C>>,
 }
@@ -146,7 +147,7 @@ impl<C: SqlxConnection> Drop for BeginGuard<C> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             if C::CLOSE_ON_CANCELLED_BEGIN {
-                conn.discard();
+                PooledConnection::discard(conn);
             }
         }
     }

@@ -178,7 +178,7 @@
 //!
 //! To route reads to standbys and writes to the primary from one handle,
 //! with one bound, metrics and holders per host and events on failover,
-//! use a [`HostPool`] (see [`crate::managers::hosts`]) instead of a
+//! use a [`HostPool`](crate::managers::hosts::HostPool) instead of a
 //! multi-host config in one pool.
 //!
 //! Queries run inside a [`PgTransaction`] or on the bare `Client`
@@ -216,11 +216,6 @@ mod statements;
 mod timeout;
 mod transaction;
 
-/// The host pool over this manager (also at [`crate::managers::hosts`]).
-pub use crate::managers::hosts::{
-    HostConnection, HostEvent, HostPool, HostPoolBuilder, HostPoolError, HostStatus, HostTls,
-    ServerRole, SessionTarget,
-};
 pub use cache::StatementCacheStats;
 pub use client::PgClient;
 pub use error::{BoxError, PgConfigError, PgError};

@@ -13,6 +13,7 @@ use tokio_postgres::{Error, IsolationLevel, Transaction, TransactionBuilder};
 /// Until one of them succeeds, the connection counts as dirty and the
 /// [`Rollback`](super::ResetMode::Rollback) mode sends `ROLLBACK` when it
 /// comes back to the pool. Dropping it rolls back as `tokio_postgres` does.
+#[must_use = "dropping the transaction rolls it back"]
 pub struct PgTransaction<'a> {
     tx: Transaction<'a>,
     /// The owning `PgClient`'s "transaction open" mark.

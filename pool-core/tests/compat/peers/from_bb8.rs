@@ -163,7 +163,7 @@ async fn test_get_timeout() {
         other => panic!("expected a timeout, got {other:?}"),
     }
     drop(held);
-    pool.get().await.expect("free again");
+    drop(pool.get().await.expect("free again"));
 }
 
 /// 25 000 callers on a pool of three are all served within the timeout.
@@ -193,7 +193,7 @@ async fn test_timeout_caller() {
     let gave_up = tokio::time::timeout(Duration::from_millis(100), pool.get()).await;
     assert!(gave_up.is_err(), "still waiting when the caller gave up");
     drop(one);
-    pool.get().await.expect("the connection came back");
+    drop(pool.get().await.expect("the connection came back"));
     assert_eq!(pool.state().waiting, 0);
 }
 
@@ -344,7 +344,7 @@ async fn test_retry() {
     peer.plan.failing_checks.store(1, Ordering::SeqCst);
     let pool = support::started(&peer, checked(1)).await;
     for _ in 0..2 {
-        pool.get().await.expect("served despite one failed check");
+        drop(pool.get().await.expect("served despite one failed check"));
     }
 }
 
@@ -356,10 +356,12 @@ async fn test_conn_fail_once() {
     let peer = Peer::default();
     peer.plan.failing_connects.store(1, Ordering::SeqCst);
     let lazily = lazy(&peer, checked(1));
-    lazily
-        .get()
-        .await
-        .expect("one failed connect is retried before the caller sees it");
+    drop(
+        lazily
+            .get()
+            .await
+            .expect("one failed connect is retried before the caller sees it"),
+    );
     drop(lazily);
 
     let peer = Peer::default();
@@ -517,7 +519,7 @@ async fn test_can_use_added_connections() {
     assert!(matches!(err, PoolError::ConnectFailed(_)), "{err:?}");
     pool.add(peer.dedicated().await)
         .expect("room for it in the pool");
-    pool.get().await.expect("the added connection");
+    drop(pool.get().await.expect("the added connection"));
 }
 
 /// Connections can be added until the pool is full; the next one is given

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use pool_core::{
-    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, PoolError, TimeoutPhase,
+    async_trait, ConnectionInfo, Hooks, ManageConnection, Pool, PoolConfig, PoolError,
+    PooledConnection, TimeoutPhase,
 };
 use tokio::time::sleep;
 
@@ -118,9 +119,9 @@ async fn managed_object_take() {
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     assert_eq!(status(&pool), (2, 0, 0));
-    let _taken = a.detach();
+    let _taken = PooledConnection::detach(a);
     assert_eq!(status(&pool), (1, 0, 0));
-    let _taken_too = b.detach();
+    let _taken_too = PooledConnection::detach(b);
     assert_eq!(status(&pool), (0, 0, 0));
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
@@ -733,12 +734,12 @@ async fn unmanaged_test_unmanaged_add_remove() {
     pool.add(peer.dedicated().await).unwrap();
     assert_eq!(pool.state().total, 2);
     assert!(pool.add(peer.dedicated().await).is_err(), "full");
-    let _out = pool.get().await.unwrap().detach();
+    let _out = PooledConnection::detach(pool.get().await.unwrap());
     assert_eq!(pool.state().total, 1);
     pool.add(peer.dedicated().await).expect("room again");
     assert_eq!(pool.state().total, 2);
-    let _out = pool.get().await.unwrap().detach();
-    let _out = pool.get().await.unwrap().detach();
+    let _out = PooledConnection::detach(pool.get().await.unwrap());
+    let _out = PooledConnection::detach(pool.get().await.unwrap());
     assert_eq!(pool.state().total, 0);
 }
 
@@ -750,11 +751,11 @@ async fn unmanaged_try_add_try_remove() {
     pool.add(peer.dedicated().await).unwrap();
     assert_eq!(pool.state().total, 2);
     assert!(pool.add(peer.dedicated().await).is_err());
-    let _out = pool.try_get().unwrap().detach();
+    let _out = PooledConnection::detach(pool.try_get().unwrap());
     assert_eq!(pool.state().total, 1);
     assert!(pool.add(peer.dedicated().await).is_ok());
-    let _out = pool.try_get().unwrap().detach();
-    let _out = pool.try_get().unwrap().detach();
+    let _out = PooledConnection::detach(pool.try_get().unwrap());
+    let _out = PooledConnection::detach(pool.try_get().unwrap());
     assert_eq!(pool.state().total, 0);
     assert!(pool.try_get().is_none());
 }
@@ -768,7 +769,7 @@ async fn unmanaged_add_timeout() {
     let late = peer.dedicated().await;
     let late = pool.add(late).expect_err("full: given back at once");
     let late_id = late.id;
-    let _out = pool.try_get().unwrap().detach();
+    let _out = PooledConnection::detach(pool.try_get().unwrap());
     pool.add(late).expect("room now");
     assert_eq!(pool.state().total, 1);
     assert_eq!(pool.try_get().unwrap().id, late_id);

@@ -118,9 +118,11 @@ async fn test_issue_2_unlocked_during_is_valid() {
         async move { pool.get().await.map(drop) }
     });
     peer.plan.check_entered.notified().await;
-    pool.get()
-        .await
-        .expect("served while the other check is stuck");
+    drop(
+        pool.get()
+            .await
+            .expect("served while the other check is stuck"),
+    );
     peer.plan.check_release.notify_one();
     stuck.await.unwrap().unwrap();
 }

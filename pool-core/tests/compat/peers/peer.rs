@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pool_core::{async_trait, ManageConnection, PoolConfig, ValidationMode};
+use pool_core::{async_trait, ErrorClass, ManageConnection, PoolConfig, ValidationMode};
 use tokio::sync::{mpsc, Notify};
 
 use crate::support::{Conn, Mock, MockError};
@@ -130,8 +130,8 @@ impl ManageConnection for Peer {
         self.mock.reset(conn).await
     }
 
-    fn is_capacity_refusal(&self, e: &MockError) -> bool {
-        self.mock.is_capacity_refusal(e)
+    fn classify_error(&self, e: &MockError) -> ErrorClass {
+        self.mock.classify_error(e)
     }
 
     async fn close(&self, conn: Conn) {

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pool_core::managers::hosts::{HostBackend, HostConnection, HostPool};
-use pool_core::managers::tokio_postgres::{HostEvent, HostPoolError, PostgresManager};
+use pool_core::managers::hosts::{HostEvent, HostPoolError};
+use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::{Pool, PoolConfig, PoolError};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;

@@ -67,8 +67,14 @@ pub fn assert_split<M: HostBackend>(
     primary: &Cluster,
     standby: &Cluster,
 ) {
-    assert_eq!((w.host(), w.role()), (&*addr(primary), ServerRole::Primary));
-    assert_eq!((r.host(), r.role()), (&*addr(standby), ServerRole::Standby));
+    assert_eq!(
+        (HostConnection::host(w), HostConnection::role(w)),
+        (&*addr(primary), ServerRole::Primary)
+    );
+    assert_eq!(
+        (HostConnection::host(r), HostConnection::role(r)),
+        (&*addr(standby), ServerRole::Standby)
+    );
 }
 
 /// Checks a write and a read connection out of `pool` and asserts the

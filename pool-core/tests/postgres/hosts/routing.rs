@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use pool_core::managers::tokio_postgres::{
-    HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
+use pool_core::managers::hosts::{
+    HostConnection, HostEvent, HostPool, HostPoolError, HostStatus, ServerRole, SessionTarget,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
@@ -66,7 +66,7 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
         .read()
         .await
         .expect("the standby still has room: its bound is its own");
-    assert_eq!(r2.host(), addr(&standby));
+    assert_eq!(HostConnection::host(&r2), addr(&standby));
     let primary_state = pool.host_pool(&addr(&primary)).expect("listed").state();
     assert_eq!((primary_state.in_use, primary_state.max_size), (2, 2));
     drop((w, w2, r, r2));
@@ -112,7 +112,7 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
         "{strict:?}"
     );
     let fallback = pool.read().await.expect("prefer-standby falls back");
-    assert_eq!(fallback.host(), addr(&primary));
+    assert_eq!(HostConnection::host(&fallback), addr(&primary));
     drop(fallback);
     let down = events.recv().await.expect("an event");
     assert!(
@@ -167,7 +167,7 @@ async fn writes_go_to_the_primary_reads_to_the_standby() {
     }
     assert!(demoted, "a role-changed event says so");
     let reads = pool.read().await.expect("reads still served by it");
-    assert_eq!(reads.role(), ServerRole::ReadOnlyPrimary);
+    assert_eq!(HostConnection::role(&reads), ServerRole::ReadOnlyPrimary);
     drop(reads);
 
     // Writable again: a recheck finds it, writes come back.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::{AsyncMessage, Connection};
 
-use pool_api::{async_trait, ManageConnection};
+use pool_api::{async_trait, ErrorClass, ManageConnection};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
@@ -173,21 +173,22 @@ where
 
     /// A connect refused because the fleet budget had no free ticket is
     /// a capacity refusal, not a database failure: fail fast does not
-    /// apply (callers keep waiting within `acquire_timeout`).
-    fn is_capacity_refusal(&self, error: &PgError) -> bool {
-        error.is_fleet_budget_exhausted()
-    }
-
-    /// A refused login, an unknown database or role, and the manager's own
-    /// settings that cannot work are permanent: retrying at once does not
-    /// cure them, so callers fail fast with the first one.
-    fn is_permanent_error(&self, error: &PgError) -> bool {
+    /// apply (callers keep waiting within `acquire_timeout`). A refused
+    /// login, an unknown database or role, and the manager's own settings
+    /// that cannot work are permanent: retrying at once does not cure
+    /// them, so callers fail fast with the first one. Anything else is
+    /// transient.
+    fn classify_error(&self, error: &PgError) -> ErrorClass {
         match error {
-            PgError::Db(e) | PgError::Connect { error: e, .. } => e
-                .code()
-                .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())),
-            PgError::Config(_) => true,
-            _ => false,
+            PgError::FleetBudget(_) => ErrorClass::CapacityRefusal,
+            PgError::Db(e) | PgError::Connect { error: e, .. }
+                if e.code()
+                    .is_some_and(|code| crate::managers::is_permanent_sqlstate(code.code())) =>
+            {
+                ErrorClass::Permanent
+            }
+            PgError::Config(_) => ErrorClass::Permanent,
+            _ => ErrorClass::Transient,
         }
     }
 

@@ -287,7 +287,7 @@ impl<Tls> PostgresManager<Tls> {
     ///
     /// ```
     /// use pool_core::managers::tokio_postgres::{PgConfigError, PostgresManager, ResetMode};
-    /// use pool_core::PoolerMode;
+    /// use pool_core::managers::pooler::PoolerMode;
     ///
     /// let pg: tokio_postgres::Config = "postgres://app@pgbouncer:6432/shop".parse()?;
     /// let manager = PostgresManager::new(pg, tokio_postgres::NoTls)
@@ -333,7 +333,7 @@ impl<Tls> PostgresManager<Tls> {
     ///
     /// ```
     /// use pool_core::managers::tokio_postgres::PostgresManager;
-    /// use pool_core::{PoolerMode, PoolerStatements};
+    /// use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
     ///
     /// // PgBouncer 1.18 in transaction mode.
     /// let pg: tokio_postgres::Config = "postgres://app@pgbouncer:6432/shop".parse()?;
