@@ -9,8 +9,8 @@
 //! Everything but the driver's `Client` is state that a query seldom or
 //! never touches, so [`PgClient`] keeps it all behind one box: the pool
 //! moves a connection by value when it hands it straight to a waiting
-//! caller, and a small connection is a cheap move (see BENCH.md, "The
-//! tokio-postgres manager's path").
+//! caller, and a small connection is a cheap move (see BENCH.md,
+//! "Counted").
 
 use std::fmt;
 use std::ops::Deref;
