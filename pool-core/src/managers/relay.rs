@@ -518,6 +518,32 @@ impl Rewriter {
     pub(crate) fn server_in_place(&mut self, buf: &mut [u8]) -> Result<usize, Broken> {
         let (mut read, mut kept) = (0, 0);
         while read < buf.len() {
+            if self.server.head == 0 && buf.len() - read >= 5 {
+                // A whole header: the message at once, as far as it came.
+                let tag = buf[read];
+                let len = [buf[read + 1], buf[read + 2], buf[read + 3], buf[read + 4]];
+                // A negative length breaks the framing, as one below 4 does.
+                let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(0);
+                self.server.drop = !self.server_message(tag)?;
+                self.server_length(tag, len)?;
+                let here = (1 + len).min(buf.len() - read);
+                if self.server.want_status && here > 5 {
+                    self.server.want_status = false;
+                    self.ready(buf[read + 5])?;
+                }
+                if !self.server.drop {
+                    if kept != read {
+                        buf.copy_within(read..read + here, kept);
+                    }
+                    kept += here;
+                }
+                read += here;
+                if here < 1 + len {
+                    self.server.head = 5;
+                    self.server.pass = 1 + len - here;
+                }
+                continue;
+            }
             if self.server.head < 5 {
                 let byte = buf[read];
                 read += 1;
