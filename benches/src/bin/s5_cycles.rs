@@ -22,6 +22,9 @@
 //! per cent, where the S1-S3 counts repeat exactly). The database is
 //! `DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/test`. Run
 //! without valgrind, it prints the time per query on that one worker.
+//! For `ours-mgr`, `OURS_PG_POOLER` picks the pooler setting and
+//! `OURS_PG_QUERY=prepared` runs the query as a cached prepared statement
+//! instead of a simple query.
 
 use std::time::Duration;
 

@@ -139,11 +139,41 @@ pub type PgManager = pool_core::managers::tokio_postgres::PostgresManager<NoTls>
 
 impl Select1 for pool_core::managers::tokio_postgres::PgClient {
     async fn select1(&mut self) -> Result<(), String> {
+        if prepared_query() {
+            let statement = self
+                .prepare_cached("SELECT 1")
+                .await
+                .map_err(|e| e.to_string())?;
+            return self
+                .query(&statement, &[])
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string());
+        }
         self.simple_query("SELECT 1")
             .await
             .map(drop)
             .map_err(|e| e.to_string())
     }
+}
+
+/// `OURS_PG_QUERY=prepared`: ours over [`PostgresManager`] runs `SELECT 1`
+/// as a statement from the connection's cache (`prepare_cached`, then
+/// `query` with it: a bind and an execute, no parse) rather than by
+/// `simple_query`, to count the prepared path too; unset or `simple`, the
+/// default. Read once per process.
+///
+/// [`PostgresManager`]: pool_core::managers::tokio_postgres::PostgresManager
+fn prepared_query() -> bool {
+    static PREPARED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PREPARED.get_or_init(|| match std::env::var("OURS_PG_QUERY").as_deref() {
+        Err(_) | Ok("" | "simple") => false,
+        Ok("prepared") => true,
+        Ok(other) => {
+            eprintln!("OURS_PG_QUERY={other:?}: simple or prepared");
+            std::process::exit(2)
+        }
+    })
 }
 
 impl OursPgManager {

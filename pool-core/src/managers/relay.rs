@@ -36,9 +36,15 @@
 //!   A `ParseComplete` or `ReadyForQuery` that belongs to no batch, or
 //!   framing that does not parse, ends the connection.
 //!
-//! Only `Parse`, `Bind`, `Describe` and `Close` are buffered whole; every
-//! other message, rows and copy data included, passes through as its bytes
-//! arrive.
+//! Only `Parse`, `Describe` and `Close` are buffered whole, and of a `Bind`
+//! its two names; every other byte, parameters, rows and copy data
+//! included, passes through as it arrives. Replies are rewritten where
+//! they lie, nothing held back.
+//!
+//! For tokio-postgres, which takes any stream, the rewriting runs inside
+//! the driver's own stream ([`Rewriting`]): no socket and no task sit
+//! between driver and pooler. sqlx cannot take a stream, so its driver
+//! reaches a relay task over a private Unix socket ([`Relay::start`]).
 //!
 //! Only the plaintext protocol can be read: with TLS to the pooler nothing
 //! can be rewritten, and the managers refuse that combination.
@@ -81,9 +87,12 @@ type Name = Vec<u8>;
 const MAX_STATEMENTS: usize = 10_000;
 /// How many bytes of `Parse` bodies one relay holds, at most.
 const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
-/// The largest message the relay buffers whole (`Parse`, `Bind`,
-/// `Describe`, `Close`); every other message is streamed.
+/// The largest message the relay buffers whole (`Parse`, `Describe`,
+/// `Close`); every other message is streamed.
 const MAX_BUFFERED_MESSAGE: usize = 256 * 1024 * 1024;
+/// The most bytes of a `Bind`'s start (its portal's and its statement's
+/// names) the relay buffers before its parameters stream.
+const MAX_BIND_NAMES: usize = 64 * 1024;
 
 /// Why a relay gave up on its connection: something it cannot rewrite
 /// safely or a reply it cannot place. The relay then closes both sides, so
@@ -171,7 +180,7 @@ struct Loaded {
     batch: u64,
 }
 
-/// Where the framing of one direction stands.
+/// Where the framing of the driver's messages stands.
 #[derive(Debug, Default)]
 struct Framing {
     /// The header (up to 5 bytes), or the whole of a message buffered to be
@@ -182,7 +191,26 @@ struct Framing {
     need: usize,
     /// Body bytes of a streamed message still to pass on as they come.
     pass: usize,
-    /// Whether the streamed message's bytes are dropped rather than passed.
+    /// The message being buffered is a `Bind`, of which only the portal's
+    /// and the statement's names are buffered; its parameters stream.
+    bind: bool,
+}
+
+/// Where the framing of the replies stands. Nothing is held: each byte
+/// goes on to the driver or is dropped as it comes, decided by its
+/// message's tag, so the replies can be rewritten in the driver's own
+/// buffer.
+#[derive(Debug, Default)]
+struct Replies {
+    /// Header bytes of the current message seen so far (0 to 5).
+    head: u8,
+    /// The current message's tag.
+    tag: u8,
+    /// Its length field, as far as it came.
+    len: [u8; 4],
+    /// Body bytes of the current message still to come.
+    pass: usize,
+    /// Whether the current message is dropped rather than passed.
     drop: bool,
     /// A `ReadyForQuery` whose status byte is still to come.
     want_status: bool,
@@ -193,7 +221,7 @@ struct Framing {
 #[derive(Debug)]
 pub(crate) struct Rewriter {
     client: Framing,
-    server: Framing,
+    server: Replies,
     /// The first `ReadyForQuery` (end of the login) was seen.
     logged_in: bool,
     statements: Statements,
@@ -228,7 +256,7 @@ impl Rewriter {
     pub(crate) fn with_limits(max_count: usize, max_bytes: usize) -> Self {
         Self {
             client: Framing::default(),
-            server: Framing::default(),
+            server: Replies::default(),
             logged_in: false,
             statements: Statements::new(max_count, max_bytes),
             loaded: None,
@@ -264,6 +292,37 @@ impl Rewriter {
                     return Ok(());
                 }
             }
+            if self.client.need > 0 && self.client.bind {
+                let room = self.client.need - self.client.buf.len();
+                let chunk = &input[..room.min(input.len())];
+                // The portal's name, then the statement's: both end at a NUL.
+                let mut nuls = self.client.buf[5..].iter().filter(|&&b| b == 0).count();
+                let end = chunk.iter().position(|&b| {
+                    nuls += usize::from(b == 0);
+                    nuls == 2
+                });
+                let Some(end) = end else {
+                    self.client.buf.extend_from_slice(chunk);
+                    if self.client.buf.len() == self.client.need {
+                        return Err(Broken("a statement message that does not parse"));
+                    }
+                    if self.client.buf.len() > MAX_BIND_NAMES {
+                        return Err(Broken("a Bind whose names are too long to rewrite"));
+                    }
+                    // All of `input` was taken: the names go on next time.
+                    return Ok(());
+                };
+                self.client.buf.extend_from_slice(&chunk[..=end]);
+                input = &input[end + 1..];
+                let mut names = std::mem::take(&mut self.client.buf);
+                let need = std::mem::take(&mut self.client.need);
+                self.client.bind = false;
+                self.bind_head(&names, need, out)?;
+                self.client.pass = need - names.len();
+                names.clear();
+                self.client.buf = names;
+                continue;
+            }
             if self.client.need > 0 {
                 let n = (self.client.need - self.client.buf.len()).min(input.len());
                 self.client.buf.extend_from_slice(&input[..n]);
@@ -284,7 +343,12 @@ impl Rewriter {
             let Some((tag, len)) = take_header(&mut self.client.buf, &mut input)? else {
                 return Ok(());
             };
-            if matches!(tag, b'P' | b'B' | b'D' | b'C') {
+            if tag == b'B' {
+                self.client.need = 1 + len;
+                self.client.bind = true;
+                continue;
+            }
+            if matches!(tag, b'P' | b'D' | b'C') {
                 if len > MAX_BUFFERED_MESSAGE {
                     return Err(Broken("a statement message too large to rewrite"));
                 }
@@ -353,12 +417,6 @@ impl Rewriter {
                 });
                 write_message(out, b'P', &[b"\0", rest]);
             }
-            b'B' => {
-                let (portal, rest) = split_cstr(body).ok_or(BAD)?;
-                let (name, rest) = split_cstr(rest).ok_or(BAD)?;
-                self.make_current(name, out)?;
-                write_message(out, b'B', &[portal, b"\0\0", rest]);
-            }
             b'D' | b'C' if body.first() == Some(&b'S') => {
                 let (name, rest) = split_cstr(&body[1..]).ok_or(BAD)?;
                 if !rest.is_empty() {
@@ -379,6 +437,23 @@ impl Rewriter {
             // A portal's `Describe` or `Close`.
             _ => write_message(out, tag, &[body]),
         }
+        Ok(())
+    }
+
+    /// Rewrites the start of a `Bind` of `need` bytes in all (tag and
+    /// length included): `head` is its header and its two names, the
+    /// portal's and the statement's. What follows them streams unchanged.
+    fn bind_head(&mut self, head: &[u8], need: usize, out: &mut Vec<u8>) -> Result<(), Broken> {
+        const BAD: Broken = Broken("a statement message that does not parse");
+        let (portal, rest) = split_cstr(&head[5..]).ok_or(BAD)?;
+        let (name, _) = split_cstr(rest).ok_or(BAD)?;
+        self.make_current(name, out)?;
+        // The statement's name goes; the length field shrinks by as much.
+        let len = i32::try_from(need - 1 - name.len()).map_err(|_| BAD)?;
+        out.push(b'B');
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(portal);
+        out.extend_from_slice(b"\0\0");
         Ok(())
     }
 
@@ -424,42 +499,99 @@ impl Rewriter {
     /// # Errors
     ///
     /// [`Broken`]: a reply the relay cannot place, or broken framing.
-    pub(crate) fn server_bytes(
-        &mut self,
-        mut input: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), Broken> {
-        loop {
-            if self.server.pass > 0 && !input.is_empty() {
-                if self.server.want_status {
-                    self.server.want_status = false;
-                    self.ready(input[0])?;
-                }
-                let n = self.server.pass.min(input.len());
-                if !self.server.drop {
-                    out.extend_from_slice(&input[..n]);
-                }
-                self.server.pass -= n;
-                input = &input[n..];
-            }
-            if input.is_empty() {
-                return Ok(());
-            }
-            let Some((tag, len)) = take_header(&mut self.server.buf, &mut input)? else {
-                return Ok(());
-            };
-            self.server.drop = !self.server_message(tag, len)?;
-            if !self.server.drop {
-                out.extend_from_slice(&self.server.buf);
-            }
-            self.server.buf.clear();
-            self.server.pass = len - 4;
-        }
+    pub(crate) fn server_bytes(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
+        let start = out.len();
+        out.extend_from_slice(input);
+        let kept = self.server_in_place(&mut out[start..])?;
+        out.truncate(start + kept);
+        Ok(())
     }
 
-    /// Follows a backend message from its header; whether it goes on to
-    /// the driver.
-    fn server_message(&mut self, tag: u8, len: usize) -> Result<bool, Broken> {
+    /// Rewrites backend bytes where they lie, as [`server_bytes`](Self::server_bytes)
+    /// does: what goes on to the driver is moved to the front of `buf`, and
+    /// its length returned. The output is never longer than the input, and
+    /// nothing is held back between calls.
+    ///
+    /// # Errors
+    ///
+    /// [`Broken`]: a reply the relay cannot place, or broken framing.
+    pub(crate) fn server_in_place(&mut self, buf: &mut [u8]) -> Result<usize, Broken> {
+        let (mut read, mut kept) = (0, 0);
+        while read < buf.len() {
+            if self.server.head == 0 && buf.len() - read >= 5 {
+                // A whole header: the message at once, as far as it came.
+                let tag = buf[read];
+                let len = [buf[read + 1], buf[read + 2], buf[read + 3], buf[read + 4]];
+                // A negative length breaks the framing, as one below 4 does.
+                let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(0);
+                self.server.drop = !self.server_message(tag)?;
+                self.server_length(tag, len)?;
+                let here = (1 + len).min(buf.len() - read);
+                if self.server.want_status && here > 5 {
+                    self.server.want_status = false;
+                    self.ready(buf[read + 5])?;
+                }
+                if !self.server.drop {
+                    if kept != read {
+                        buf.copy_within(read..read + here, kept);
+                    }
+                    kept += here;
+                }
+                read += here;
+                if here < 1 + len {
+                    self.server.head = 5;
+                    self.server.pass = 1 + len - here;
+                }
+                continue;
+            }
+            if self.server.head < 5 {
+                let byte = buf[read];
+                read += 1;
+                if self.server.head == 0 {
+                    self.server.tag = byte;
+                    self.server.drop = !self.server_message(byte)?;
+                } else {
+                    self.server.len[usize::from(self.server.head) - 1] = byte;
+                }
+                self.server.head += 1;
+                if !self.server.drop {
+                    buf[kept] = byte;
+                    kept += 1;
+                }
+                if self.server.head == 5 {
+                    // A negative length breaks the framing, as one below 4 does.
+                    let len = usize::try_from(i32::from_be_bytes(self.server.len)).unwrap_or(0);
+                    self.server_length(self.server.tag, len)?;
+                    self.server.pass = len - 4;
+                    if self.server.pass == 0 {
+                        self.server.head = 0;
+                    }
+                }
+                continue;
+            }
+            if self.server.want_status {
+                self.server.want_status = false;
+                self.ready(buf[read])?;
+            }
+            let n = self.server.pass.min(buf.len() - read);
+            if !self.server.drop {
+                if kept != read {
+                    buf.copy_within(read..read + n, kept);
+                }
+                kept += n;
+            }
+            read += n;
+            self.server.pass -= n;
+            if self.server.pass == 0 {
+                self.server.head = 0;
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Follows a backend message from its tag; whether it goes on to the
+    /// driver.
+    fn server_message(&mut self, tag: u8) -> Result<bool, Broken> {
         if !self.logged_in {
             if tag == b'Z' {
                 self.logged_in = true;
@@ -494,9 +626,6 @@ impl Rewriter {
                 Ok(true)
             }
             b'Z' => {
-                if len != 5 {
-                    return Err(Broken("a ReadyForQuery of a bad length"));
-                }
                 if self.sent_batches.pop_front().is_none() {
                     return Err(Broken("a ReadyForQuery the relay cannot place"));
                 }
@@ -505,6 +634,17 @@ impl Rewriter {
             }
             _ => Ok(true),
         }
+    }
+
+    /// Checks a backend message's length field, once its header is whole.
+    fn server_length(&self, tag: u8, len: usize) -> Result<(), Broken> {
+        if len < 4 {
+            return Err(Broken("a message of a bad length"));
+        }
+        if tag == b'Z' && self.logged_in && len != 5 {
+            return Err(Broken("a ReadyForQuery of a bad length"));
+        }
+        Ok(())
     }
 
     /// The status byte of a `ReadyForQuery` (placed by its header).
@@ -590,6 +730,56 @@ pub(crate) enum ServerStream {
     /// Over a Unix domain socket.
     #[cfg(unix)]
     Unix(tokio::net::UnixStream),
+}
+
+impl AsyncRead for ServerStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            #[cfg(unix)]
+            Self::Unix(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ServerStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Tcp(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            #[cfg(unix)]
+            Self::Unix(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => std::pin::Pin::new(s).poll_flush(cx),
+            #[cfg(unix)]
+            Self::Unix(s) => std::pin::Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            #[cfg(unix)]
+            Self::Unix(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+        }
+    }
 }
 
 /// TCP keepalive for the relay's socket to the pooler: the first probe
@@ -798,35 +988,25 @@ impl Relay {
         })
     }
 
-    /// Connects to the pooler (with TCP `keepalive`, if given) and spawns
-    /// a relay to it whose driver end is the returned stream, for drivers
-    /// that take a stream (`tokio_postgres::Config::connect_raw`). The relay
-    /// ends when either side closes.
+    /// Connects to the pooler (with TCP `keepalive`, if given) and returns
+    /// the driver's stream to it with the relay's rewriting inside, for
+    /// drivers that take a stream (`tokio_postgres::Config::connect_raw`):
+    /// see [`Rewriting`].
     ///
     /// # Errors
     ///
-    /// The I/O error of the connect to the pooler, of the keepalive option,
-    /// or of the socket pair.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime.
-    #[cfg(all(unix, feature = "tokio-postgres"))]
-    pub(crate) async fn pair(
+    /// The I/O error of the connect to the pooler or of the keepalive
+    /// option.
+    #[cfg(feature = "tokio-postgres")]
+    pub(crate) async fn rewriting(
         upstream: &Upstream,
         keepalive: Option<Keepalive>,
-    ) -> io::Result<tokio::net::UnixStream> {
+    ) -> io::Result<Rewriting<ServerStream>> {
         let server = upstream.connect().await?;
         if let (ServerStream::Tcp(tcp), Some(keepalive)) = (&server, keepalive) {
             keepalive.apply(tcp)?;
         }
-        let (driver, relayed) = tokio::net::UnixStream::pair()?;
-        let open = OpenRelay::new();
-        tokio::spawn(async move {
-            let _open = open;
-            log_end(relay(relayed, server, Rewriter::default()).await);
-        });
-        Ok(driver)
+        Ok(Rewriting::new(server))
     }
 
     /// On platforms without Unix domain sockets there is no private place
@@ -841,6 +1021,241 @@ impl Relay {
             io::ErrorKind::Unsupported,
             "the transaction pooler mode's relay needs Unix domain sockets",
         ))
+    }
+}
+
+/// Where the driver's untyped startup packets stand in a [`Rewriting`]
+/// stream.
+#[cfg(feature = "tokio-postgres")]
+#[derive(Debug)]
+enum Startup {
+    /// A startup packet (or `SSLRequest`, `GSSENCRequest`,
+    /// `CancelRequest`), as far as it came.
+    Packet(Vec<u8>),
+    /// The startup packet went on: typed messages follow, rewritten.
+    Done,
+    /// A cancel request went on: the rest passes unread.
+    Raw,
+}
+
+/// The driver's stream to the pooler with the relay's rewriting inside it,
+/// for drivers that take any stream (`tokio_postgres::Config::connect_raw`):
+/// what the driver writes is rewritten into a buffer and written on to the
+/// pooler, and what the pooler answers is rewritten in the driver's own
+/// read buffer. No socket and no task sit in between; the rules are the
+/// [`Rewriter`]'s, as in the relay task.
+///
+/// An `SSLRequest` or `GSSENCRequest` is answered "no" here, as the relay
+/// does. Once the rewriter gives up ([`Broken`]), every read and write
+/// fails with an `InvalidData` error, so the driver's connection ends and
+/// the pooler's socket is closed with it.
+#[cfg(feature = "tokio-postgres")]
+pub(crate) struct Rewriting<S> {
+    inner: S,
+    rewriter: Rewriter,
+    startup: Startup,
+    /// Rewritten driver bytes not yet written to the pooler, from `sent`.
+    pending: Vec<u8>,
+    sent: usize,
+    /// An answer "no" owed to the driver for its `SSLRequest`.
+    refuse_tls: bool,
+    broken: Option<Broken>,
+    _open: OpenRelay,
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl<S> Rewriting<S> {
+    /// Rewrites the driver's connection over `inner`, the pooler's socket.
+    pub(crate) fn new(inner: S) -> Self {
+        Self::with_rewriter(inner, Rewriter::default())
+    }
+
+    fn with_rewriter(inner: S, rewriter: Rewriter) -> Self {
+        Self {
+            inner,
+            rewriter,
+            startup: Startup::Packet(Vec::new()),
+            pending: Vec::new(),
+            sent: 0,
+            refuse_tls: false,
+            broken: None,
+            _open: OpenRelay::new(),
+        }
+    }
+
+    /// The error of a rewriter that gave up, logged once.
+    fn fail(&mut self, broken: Broken) -> io::Error {
+        if self.broken.is_none() {
+            tracing::warn!(error = %broken, "statement relay to the pooler ended");
+        }
+        let error = io::Error::from(broken.clone());
+        self.broken = Some(broken);
+        error
+    }
+
+    /// Takes the startup packets from the front of `input`: a packet goes
+    /// to `pending` once whole, an `SSLRequest` or `GSSENCRequest` is
+    /// answered here.
+    fn take_startup(&mut self, input: &mut &[u8]) -> io::Result<()> {
+        while let Startup::Packet(packet) = &mut self.startup {
+            if input.is_empty() {
+                return Ok(());
+            }
+            let want = match header_len(packet) {
+                None => 4,
+                Some(len) if (8..=MAX_STARTUP).contains(&len) => len,
+                Some(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a startup packet of a bad length",
+                    ))
+                }
+            };
+            let n = (want - packet.len()).min(input.len());
+            packet.extend_from_slice(&input[..n]);
+            *input = &input[n..];
+            if packet.len() < 8 || packet.len() < want {
+                continue;
+            }
+            let code = i32::from_be_bytes([packet[4], packet[5], packet[6], packet[7]]);
+            match code {
+                SSL_REQUEST | GSSENC_REQUEST => {
+                    packet.clear();
+                    self.refuse_tls = true;
+                }
+                CANCEL_REQUEST => {
+                    self.pending.extend_from_slice(packet);
+                    self.startup = Startup::Raw;
+                }
+                _ => {
+                    self.pending.extend_from_slice(packet);
+                    self.startup = Startup::Done;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The length field of an untyped packet, once its four bytes are there.
+#[cfg(feature = "tokio-postgres")]
+fn header_len(packet: &[u8]) -> Option<usize> {
+    let len: [u8; 4] = packet.get(..4)?.try_into().ok()?;
+    Some(usize::try_from(i32::from_be_bytes(len)).unwrap_or(0))
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl<S: AsyncWrite + Unpin> Rewriting<S> {
+    /// Writes what is pending to the pooler.
+    fn poll_drain(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        while self.sent < self.pending.len() {
+            let n = std::task::ready!(
+                std::pin::Pin::new(&mut self.inner).poll_write(cx, &self.pending[self.sent..])
+            )?;
+            if n == 0 {
+                return std::task::Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.pending.clear();
+        self.sent = 0;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewriting<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(broken) = &this.broken {
+            return std::task::Poll::Ready(Err(broken.clone().into()));
+        }
+        // What was rewritten before goes first: the buffer holds at most
+        // one write's worth.
+        std::task::ready!(this.poll_drain(cx))?;
+        let mut input = buf;
+        this.take_startup(&mut input)?;
+        match this.startup {
+            Startup::Done => {
+                if let Err(broken) = this.rewriter.client_bytes(input, &mut this.pending) {
+                    return std::task::Poll::Ready(Err(this.fail(broken)));
+                }
+            }
+            Startup::Raw => this.pending.extend_from_slice(input),
+            Startup::Packet(_) => {}
+        }
+        // `buf` is taken whole; what the pooler does not take now is
+        // written by the next write or flush.
+        if let std::task::Poll::Ready(Err(error)) = this.poll_drain(cx) {
+            return std::task::Poll::Ready(Err(error));
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        std::task::ready!(this.poll_drain(cx))?;
+        std::pin::Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        std::task::ready!(this.poll_drain(cx))?;
+        std::pin::Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
+    /// Reads from the pooler into `buf` and rewrites there: only what the
+    /// driver is to see stays. Replies wholly the relay's own (the
+    /// `ParseComplete` of a `Parse` it added) are read past, so an empty
+    /// read still means the pooler closed.
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(broken) = &this.broken {
+            return std::task::Poll::Ready(Err(broken.clone().into()));
+        }
+        if this.refuse_tls && buf.remaining() > 0 {
+            this.refuse_tls = false;
+            buf.put_slice(b"N");
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let start = buf.filled().len();
+        loop {
+            std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            let end = buf.filled().len();
+            if end == start || matches!(this.startup, Startup::Raw) {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            match this
+                .rewriter
+                .server_in_place(&mut buf.filled_mut()[start..])
+            {
+                Ok(kept) => buf.set_filled(start + kept),
+                Err(broken) => {
+                    buf.set_filled(start);
+                    return std::task::Poll::Ready(Err(this.fail(broken)));
+                }
+            }
+            if buf.filled().len() > start {
+                return std::task::Poll::Ready(Ok(()));
+            }
+        }
     }
 }
 
@@ -1417,6 +1832,189 @@ mod tests {
         let mut sent = Vec::new();
         rw.client_bytes(&data[..10], &mut sent).expect("part");
         assert_eq!(sent, data[..10]);
+    }
+
+    #[test]
+    fn a_large_bind_streams_through_unbuffered() {
+        // A row of several MiB written by a `Bind` (an insert's parameter)
+        // goes on as its bytes come once the statement's name is read: the
+        // relay never holds the whole message.
+        let mut rw = logged_in();
+        up(&mut rw, &[parse("s1", "INSERT INTO t VALUES ($1)"), sync()]);
+        down(&mut rw, &[parse_complete(), ready(b'T')]);
+        let value = vec![b'x'; 4 << 20];
+        let len = i32::try_from(value.len()).expect("fits");
+        let big = msg(
+            b'B',
+            &[
+                b"\0s1\0",
+                &[0, 0, 0, 1],
+                &len.to_be_bytes(),
+                &value,
+                &[0, 0],
+            ],
+        );
+        let mut out = Vec::new();
+        let first = 1 << 20;
+        rw.client_bytes(&big[..first], &mut out).expect("first MiB");
+        assert!(
+            out.len() >= first - 16,
+            "{} of {first} bytes went on",
+            out.len()
+        );
+        rw.client_bytes(&big[first..], &mut out).expect("the rest");
+        rw.client_bytes(&[execute(), sync()].concat(), &mut out)
+            .expect("execute");
+        let sent = messages(&out);
+        assert_eq!(sent[0].0, b'B');
+        assert_eq!(sent[0].1[..2], *b"\0\0");
+        assert_eq!(sent[0].1.len(), big.len() - 5 - 2);
+        assert_eq!(sent[0].1[2..], big[9..]);
+        assert_eq!(tags(&out), b"BES".to_vec());
+        assert!(!names(&out, "s1"));
+    }
+
+    /// A startup packet for user `u`.
+    #[cfg(feature = "tokio-postgres")]
+    fn startup() -> Vec<u8> {
+        let body: &[u8] = b"\0\x03\0\0user\0u\0\0";
+        let len = u32::try_from(4 + body.len()).expect("fits");
+        [&len.to_be_bytes()[..], body].concat()
+    }
+
+    /// A driver's stream through [`Rewriting`], the pooler's end, and the
+    /// login done.
+    #[cfg(feature = "tokio-postgres")]
+    async fn rewriting_pair() -> (Rewriting<tokio::io::DuplexStream>, tokio::io::DuplexStream) {
+        let (ours, mut server) = tokio::io::duplex(64 * 1024);
+        let mut driver = Rewriting::new(ours);
+        driver.write_all(&startup()).await.expect("startup");
+        driver.flush().await.expect("flush");
+        let mut got = vec![0; startup().len()];
+        server.read_exact(&mut got).await.expect("startup read");
+        assert_eq!(got, startup());
+        server.write_all(&ready(b'I')).await.expect("login");
+        let mut back = [0; 6];
+        driver.read_exact(&mut back).await.expect("login read");
+        assert_eq!(back[..], ready(b'I'));
+        (driver, server)
+    }
+
+    #[cfg(feature = "tokio-postgres")]
+    #[tokio::test]
+    async fn the_rewriting_stream_sends_statements_unnamed_and_hides_its_own_replies() {
+        let (mut driver, mut server) = rewriting_pair().await;
+        driver
+            .write_all(&[parse("s1", "SELECT 1"), sync()].concat())
+            .await
+            .expect("write");
+        driver.flush().await.expect("flush");
+        let want = [msg(b'P', &[b"\0SELECT 1\0", &[0, 0]]), sync()].concat();
+        let mut got = vec![0; want.len()];
+        server.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, want);
+        server
+            .write_all(&[parse_complete(), ready(b'I')].concat())
+            .await
+            .expect("reply");
+        let mut back = vec![0; 11];
+        driver.read_exact(&mut back).await.expect("reply read");
+        assert_eq!(tags(&back), b"1Z".to_vec());
+        // After an idle ReadyForQuery the bind is preceded by the Parse.
+        driver
+            .write_all(&[bind("s1"), execute(), sync()].concat())
+            .await
+            .expect("write");
+        driver.flush().await.expect("flush");
+        let want = [
+            msg(b'P', &[b"\0SELECT 1\0", &[0, 0]]),
+            bind(""),
+            execute(),
+            sync(),
+        ]
+        .concat();
+        let mut got = vec![0; want.len()];
+        server.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, want);
+        // The added Parse's reply alone: the driver's read goes past it
+        // rather than end as if the pooler had closed.
+        server.write_all(&parse_complete()).await.expect("reply");
+        let reader = tokio::spawn(async move {
+            let rest = [bind_complete(), command_complete("SELECT 1"), ready(b'I')].concat();
+            let mut back = vec![0; rest.len()];
+            driver.read_exact(&mut back).await.expect("rest");
+            assert_eq!(back, rest);
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        server
+            .write_all(&[bind_complete(), command_complete("SELECT 1"), ready(b'I')].concat())
+            .await
+            .expect("rest");
+        tokio::time::timeout(std::time::Duration::from_secs(5), reader)
+            .await
+            .expect("in time")
+            .expect("reader");
+    }
+
+    #[cfg(feature = "tokio-postgres")]
+    #[tokio::test]
+    async fn the_rewriting_stream_refuses_tls_itself() {
+        let (ours, mut server) = tokio::io::duplex(1024);
+        let mut driver = Rewriting::new(ours);
+        let ssl_request = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+        driver.write_all(&ssl_request).await.expect("ssl request");
+        let mut no = [0; 1];
+        driver.read_exact(&mut no).await.expect("answer");
+        assert_eq!(&no, b"N");
+        driver.write_all(&startup()).await.expect("startup");
+        driver.flush().await.expect("flush");
+        let mut got = vec![0; startup().len()];
+        server.read_exact(&mut got).await.expect("startup read");
+        assert_eq!(got, startup(), "the SSLRequest never reached the pooler");
+    }
+
+    #[cfg(feature = "tokio-postgres")]
+    #[tokio::test]
+    async fn the_rewriting_stream_fails_on_a_reply_it_cannot_place() {
+        let (mut driver, mut server) = rewriting_pair().await;
+        server.write_all(&parse_complete()).await.expect("stray");
+        let mut back = [0; 5];
+        let error = driver.read_exact(&mut back).await.expect_err("broken");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        // It stays broken both ways.
+        let error = driver.write_all(&sync()).await.expect_err("broken");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[cfg(feature = "tokio-postgres")]
+    #[tokio::test]
+    async fn the_rewriting_stream_passes_a_large_row_as_it_comes() {
+        let (mut driver, mut server) = rewriting_pair().await;
+        driver
+            .write_all(&msg(b'Q', &[b"SELECT big\0"]))
+            .await
+            .expect("query");
+        driver.flush().await.expect("flush");
+        let row = msg(b'D', &[&[0, 1, 0, 0x60, 0, 0], &vec![b'x'; 6 << 20]]);
+        let first = 1 << 20;
+        let head = row[..first].to_vec();
+        // The first MiB reaches the driver while the rest of the row is
+        // not even written (the pipe holds 64 KiB: the writer waits for
+        // the reader).
+        let writer = tokio::spawn(async move {
+            server.write_all(&head).await.expect("first MiB");
+            server
+        });
+        let mut got = vec![0; first];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            driver.read_exact(&mut got),
+        )
+        .await
+        .expect("streamed")
+        .expect("read");
+        assert_eq!(got, row[..first]);
+        drop(writer.await.expect("writer"));
     }
 
     #[test]

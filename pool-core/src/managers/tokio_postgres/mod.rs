@@ -83,9 +83,9 @@
 //!   statements fail ("prepared statement \"s12\" does not exist", or
 //!   "already exists" when another client's leftover has the same name).
 //!   Each connection is opened (with the driver's `connect_raw`) over a
-//!   socket pair to a relay task in this process, which connects to the
+//!   stream that rewrites what passes (no socket or task in between) to the
 //!   config's first host that answers (with the config's TCP keepalive and
-//!   `connect_timeout`) and sends every statement of `Parse`, `Bind`,
+//!   `connect_timeout`), which sends every statement of `Parse`, `Bind`,
 //!   `Describe` and `Close` as the unnamed statement, parsing it again, in
 //!   the same round trip, before a `Bind` that may reach another server
 //!   connection. So `prepare`, [`PgClient::prepare_cached`], the driver's
@@ -139,9 +139,9 @@
 //! The cost of unnamed statements: a describe (two round trips and a short
 //! transaction) once per query text and connection, then one round trip
 //! per text query, against `tokio_postgres`'s two per uncached query;
-//! through the relay, one more local hop per message, and a statement
-//! parsed again by the server each time it runs outside the transaction
-//! that parsed it. Passed through, none of this.
+//! through the relay, each message read once more as it passes, and a
+//! statement parsed again by the server each time it runs outside the
+//! transaction that parsed it. Passed through, none of this.
 //!
 //! # Abandoned queries
 //!

@@ -50,7 +50,7 @@ pub(super) async fn relayed_connect(
     let mut last = None;
     for upstream in upstreams(config) {
         let opened = async {
-            let stream = Relay::pair(&upstream, keepalive)
+            let stream = Relay::rewriting(&upstream, keepalive)
                 .await
                 .map_err(PgError::Relay)?;
             Ok::<_, PgError>(config.connect_raw(stream, tokio_postgres::NoTls).await?)
