@@ -41,7 +41,7 @@ pub enum PoolerMode {
 /// | pooler | setting | cost per query |
 /// |---|---|---|
 /// | PgBouncer 1.21 or later with `max_prepared_statements` above 0 (on by default from 1.24), pgdog | `PassThrough` (the default) | none: the direct path |
-/// | PgBouncer before 1.21, or with `max_prepared_statements = 0` | `Unnamed` | a relay in the process: one local hop per message, and a parse again when a statement runs outside the transaction that parsed it |
+/// | PgBouncer before 1.21, or with `max_prepared_statements = 0` | `Unnamed` | rewriting in the process (inside tokio-postgres's stream; a relay task and one local hop per message for sqlx), and a parse again when a statement runs outside the transaction that parsed it |
 /// | pgcat, Supavisor, Odyssey | `PassThrough` where their prepared statement support is turned on, else `Unnamed` | as above |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
