@@ -900,10 +900,7 @@ async fn pipelines_with_an_error_in_the_middle_run_behind_pgbouncer() {
 #[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
 async fn a_query_sent_during_a_parameter_type_lookup_runs_outside_it() {
     let _one = RELAYS.lock().await;
-    let conn = unnamed(database_config())
-        .connect()
-        .await
-        .expect("connect");
+    let conn = unnamed(database_config()).connect().await.expect("connect");
     assert!(conn.is_relayed());
     conn.batch_execute("CREATE TEMP TABLE pc_lookup_alongside (v int4)")
         .await
@@ -929,7 +926,10 @@ async fn a_query_sent_during_a_parameter_type_lookup_runs_outside_it() {
             .await
             .expect("count")
             .get(0);
-        assert_eq!(kept, round, "the INSERT sent during the lookup was rolled back");
+        assert_eq!(
+            kept, round,
+            "the INSERT sent during the lookup was rolled back"
+        );
         assert!(!conn.transaction_open());
 
         // A new text query, and the driver's own query failing while its

@@ -24,21 +24,30 @@ pub(super) struct Found {
 
 /// Looks at every statement of `sql`. Runs on every text query behind a
 /// transaction-mode pooler, so it is kept to a few dozen instructions for a
-/// short query: it allocates nothing, finds each `;` and each `_` with a
-/// vectorised byte search, and reads only the first word of a statement
-/// unless that word is one of the few it cares about.
+/// short query: it allocates nothing, finds each `;` (and, in a statement
+/// long enough to name an advisory lock function, each `_`) with a plain
+/// loop in a short text and a vectorised search in a long one, and reads
+/// only the first word of a statement unless that word is one of the few it
+/// cares about.
 pub(super) fn session_state(sql: &str) -> Found {
-    let sql = sql.as_bytes();
     let mut found = Found::default();
-    let mut start = 0;
-    loop {
-        let rest = &sql[start..];
-        let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+    let mut rest = sql.as_bytes();
+    while let Some(end) = find(b';', rest) {
         look_at(&rest[..end], &mut found);
-        if end == rest.len() {
-            return found;
-        }
-        start += end + 1;
+        rest = &rest[end + 1..];
+    }
+    look_at(rest, &mut found);
+    found
+}
+
+/// Where `byte` first is in `text`: below 64 bytes a plain loop, which
+/// costs less than setting up the vectorised search.
+#[inline]
+fn find(byte: u8, text: &[u8]) -> Option<usize> {
+    if text.len() < 64 {
+        text.iter().position(|&b| b == byte)
+    } else {
+        memchr::memchr(byte, text)
     }
 }
 
@@ -112,15 +121,18 @@ const ROLLBACK: u64 = key(b"rollback");
 /// when that word is empty or longer than any keyword, and what follows it.
 /// Reads at most 9 bytes to find where a keyword would end.
 fn first_word(text: &[u8]) -> (u64, &[u8]) {
-    let head = &text[..text.len().min(9)];
-    let end = head
-        .iter()
-        .position(u8::is_ascii_whitespace)
-        .unwrap_or(head.len());
-    if end > 8 {
-        return (0, &[]);
+    let mut key = 0;
+    for (i, &b) in text.iter().enumerate().take(9) {
+        if b.is_ascii_whitespace() {
+            return (key, &text[i..]);
+        }
+        if i == 8 {
+            return (0, &[]);
+        }
+        // As `key` folds it.
+        key |= u64::from(b | 0x20) << (8 * i);
     }
-    (key(&text[..end]), &text[end..])
+    (key, &[])
 }
 
 /// Whether `statement` contains `pg_advisory_lock` or
@@ -134,13 +146,20 @@ fn advisory_session_lock(statement: &[u8]) -> bool {
     if len < 2 + TAIL.len() {
         return false;
     }
-    // `_` at `i` with `2 <= i` and `i + TAIL.len() <= len`.
-    memchr::memchr_iter(b'_', &statement[2..=len - TAIL.len()]).any(|at| {
-        let i = at + 2;
-        statement[i..i + TAIL.len()].eq_ignore_ascii_case(TAIL)
+    // Each `_` at `i` with `2 <= i` and `i + TAIL.len() <= len`.
+    let candidates = &statement[2..=len - TAIL.len()];
+    let mut from = 0;
+    while let Some(at) = find(b'_', &candidates[from..]) {
+        let i = 2 + from + at;
+        if statement[i..i + TAIL.len()].eq_ignore_ascii_case(TAIL)
             && (statement[i - 2..i].eq_ignore_ascii_case(b"pg")
                 || (i >= 6 && statement[i - 6..i].eq_ignore_ascii_case(b"pg_try")))
-    })
+        {
+            return true;
+        }
+        from += at + 1;
+    }
+    false
 }
 
 /// The leading word of `text` (up to ASCII whitespace) and what follows.
@@ -289,21 +308,84 @@ mod tests {
     /// strings and dollar quotes holding `;` and keywords, and parts of the
     /// advisory lock functions' names.
     const PIECES: &[&str] = &[
-        "set", "local", "session", "transaction", "constraints", "listen", "unlisten",
-        "prepare", "declare", "cursor", "with", "hold", "with hold", "with  hold", "for",
-        "create", "temp", "temporary", "table", "begin", "start", "commit", "end", "abort",
-        "rollback", "to", "savepoint", "select", "sets", "rollbacks", "transactions",
-        "pg_advisory_lock", "pg_try_advisory_lock", "pg_advisory_lock_shared",
-        "pg_advisory_xact_lock", "pg_try_advisory_xact_lock", "pg_", "pg", "_try", "try_",
-        "_advisory", "advisory_", "_lock", "lock", "_", "__", "p", "g", "(1)", "1", "$1::int",
-        "x", "a_b", " ", "  ", "\t", "\n", "\r", "\x0b", "\x0c", ";", ";;", "-- set x\n",
-        "/* ; listen x */", "'a;b'", "'it''s; SET x'", "$$ ; LISTEN x $$", "$t$;begin$t$",
-        "\"set\"", "é", "\u{17f}", "\u{212a}", "\0",
+        "set",
+        "local",
+        "session",
+        "transaction",
+        "constraints",
+        "listen",
+        "unlisten",
+        "prepare",
+        "declare",
+        "cursor",
+        "with",
+        "hold",
+        "with hold",
+        "with  hold",
+        "for",
+        "create",
+        "temp",
+        "temporary",
+        "table",
+        "begin",
+        "start",
+        "commit",
+        "end",
+        "abort",
+        "rollback",
+        "to",
+        "savepoint",
+        "select",
+        "sets",
+        "rollbacks",
+        "transactions",
+        "pg_advisory_lock",
+        "pg_try_advisory_lock",
+        "pg_advisory_lock_shared",
+        "pg_advisory_xact_lock",
+        "pg_try_advisory_xact_lock",
+        "pg_",
+        "pg",
+        "_try",
+        "try_",
+        "_advisory",
+        "advisory_",
+        "_lock",
+        "lock",
+        "_",
+        "__",
+        "p",
+        "g",
+        "(1)",
+        "1",
+        "$1::int",
+        "x",
+        "a_b",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r",
+        "\x0b",
+        "\x0c",
+        ";",
+        ";;",
+        "-- set x\n",
+        "/* ; listen x */",
+        "'a;b'",
+        "'it''s; SET x'",
+        "$$ ; LISTEN x $$",
+        "$t$;begin$t$",
+        "\"set\"",
+        "é",
+        "\u{17f}",
+        "\u{212a}",
+        "\0",
     ];
 
     /// Generated SQL: pieces joined, each piece in random ASCII case.
     fn sql() -> impl Strategy<Value = String> {
-        proptest::collection::vec((0..PIECES.len(), any::<u64>()), 0..24).prop_map(|pieces| {
+        proptest::collection::vec((0..PIECES.len(), any::<u64>()), 0..48).prop_map(|pieces| {
             let mut sql = String::new();
             for (piece, case) in pieces {
                 for (i, c) in PIECES[piece].chars().enumerate() {
@@ -366,6 +448,17 @@ mod tests {
             ";",
         ] {
             assert_eq!(session_state(sql), reference(sql), "{sql:?}");
+        }
+        // Past the length where the vectorised search takes over.
+        let long = format!("SELECT {}", "a_b, ".repeat(30));
+        for sql in [
+            format!("{long}pg_advisory_lock(1)"),
+            format!("{long}pg_try_Advisory_lock(1); begin"),
+            format!("{long}pg_advisory_xact_lock(1); {long}; set x = 1; commit"),
+            format!("{long}; {long}; listen x"),
+        ] {
+            assert_eq!(session_state(&sql), reference(&sql), "{sql:?}");
+            assert!(session_state(&sql).session_state.is_some(), "{sql:?}");
         }
     }
 
