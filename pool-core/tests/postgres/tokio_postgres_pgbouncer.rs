@@ -891,6 +891,71 @@ async fn pipelines_with_an_error_in_the_middle_run_behind_pgbouncer() {
     relays_end().await;
 }
 
+/// With unnamed statements, a query the driver sends while the pooled
+/// client looks up a new text query's parameter types runs on its own, not
+/// inside a transaction of that lookup: an `INSERT` sent alongside a text
+/// query that fails is kept, and an error alongside a new text query is not
+/// that query's error. Directly on the server (through the relay), where a
+/// temporary table lives for the connection.
+#[tokio::test]
+#[ignore = "needs DATABASE_URL: set it to a PostgreSQL server and run with --include-ignored"]
+async fn a_query_sent_during_a_parameter_type_lookup_runs_outside_it() {
+    let _one = RELAYS.lock().await;
+    let conn = unnamed(database_config()).connect().await.expect("connect");
+    assert!(conn.is_relayed());
+    conn.batch_execute("CREATE TEMP TABLE pc_lookup_alongside (v int4)")
+        .await
+        .expect("create");
+    for round in 1..=3_i64 {
+        // The lookup of a text query that fails, and an INSERT sent while
+        // it runs (polled in this order, so the INSERT is written after the
+        // lookup's first message).
+        let failing = format!("SELECT $1::int4 FROM pc_no_such_table_{round}");
+        let (failed, inserted) = futures::join!(
+            conn.query(&failing, &[&1_i32]),
+            conn.execute("INSERT INTO pc_lookup_alongside VALUES (1)", &[]),
+        );
+        let err = failed.expect_err("no such table");
+        assert!(
+            err.as_db_error()
+                .is_some_and(|db| db.message().contains("pc_no_such_table")),
+            "{err}"
+        );
+        assert_eq!(inserted.expect("insert"), 1);
+        let kept: i64 = conn
+            .query_one("SELECT count(*) FROM pc_lookup_alongside", &[])
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(
+            kept, round,
+            "the INSERT sent during the lookup was rolled back"
+        );
+        assert!(!conn.transaction_open());
+
+        // A new text query, and the driver's own query failing while its
+        // lookup runs: each gets its own answer.
+        let new_text = format!("SELECT $1::int8 + {round}");
+        let (described, divided) = futures::join!(
+            conn.query_one(&new_text, &[&1_i64]),
+            conn.client().query_one("SELECT 1 / 0", &[]),
+        );
+        let divided = divided.expect_err("division by zero");
+        assert_eq!(
+            divided.code(),
+            Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO),
+            "{divided}"
+        );
+        let sum: i64 = described
+            .expect("a query whose lookup ran beside an error")
+            .get(0);
+        assert_eq!(sum, 1 + round);
+        assert!(!conn.transaction_open());
+    }
+    drop(conn);
+    relays_end().await;
+}
+
 /// The query paths with named statements passed through, on `pool`: each
 /// path alone, then the mixed load (32 tasks, one in five in a
 /// transaction). No relay runs.

@@ -1,5 +1,7 @@
 //! Behind a transaction-mode pooler: the parameter types of a query given
-//! as text, described once per query text and connection inside a
+//! as text, described once per query text and connection. Through the
+//! statement relay the prepare reaches the server as the unnamed statement
+//! and needs nothing more; without it (TLS to the pooler), inside a
 //! transaction of its own, so the pooler keeps one server connection for
 //! the prepare and its close.
 
@@ -44,10 +46,22 @@ impl PgClient {
             .collect())
     }
 
-    /// The parameter types of `sql`, from a named statement that lives only
-    /// inside a transaction: the pooler keeps one server connection for the
+    /// The parameter types of `sql`.
+    ///
+    /// Through the relay, from the driver's prepare, which the relay sends
+    /// as the unnamed statement: its `Parse`, `Describe` and `Sync` reach one
+    /// server connection, and its close can reach any. No transaction is
+    /// opened, so a query the driver pipelines meanwhile (another task's on
+    /// this connection) runs on its own, not inside the lookup's.
+    ///
+    /// Without the relay, from a named statement that lives only inside a
+    /// transaction: the pooler keeps one server connection for the
     /// transaction, so the prepare and its close reach the same one.
     pub(super) async fn describe(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
+        if self.inner.relayed {
+            let statement = self.inner.client.prepare(sql).await?;
+            return Ok(statement.params().into());
+        }
         let _one_at_a_time = self.inner.describing.lock().await;
         if self.inner.raw_tx.load(Ordering::Relaxed) {
             // Inside a transaction begun as text: prepare and close there.

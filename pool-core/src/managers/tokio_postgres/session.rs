@@ -23,47 +23,189 @@ pub(super) struct Found {
 }
 
 /// Looks at every statement of `sql`. Runs on every text query behind a
-/// transaction-mode pooler, so it allocates nothing: it reads bytes, and
-/// compares words ignoring ASCII case.
+/// transaction-mode pooler, so it is kept to a few dozen instructions for a
+/// short query: it allocates nothing, finds each `;` (and, in a statement
+/// long enough to name an advisory lock function, each `_`) with a plain
+/// loop in a short text and a vectorised search in a long one, and reads
+/// only the first word of a statement unless that word is one of the few it
+/// cares about.
 pub(super) fn session_state(sql: &str) -> Found {
     let mut found = Found::default();
-    for statement in sql.as_bytes().split(|&b| b == b';') {
-        let statement = statement.trim_ascii_start();
-        let (first, rest) = word(statement);
-        let second = word(rest.trim_ascii_start()).0;
-        let kind = if is(first, b"set")
-            && !(is(second, b"local") || is(second, b"transaction") || is(second, b"constraints"))
-        {
-            Some("SET")
-        } else if is(first, b"listen") {
-            Some("LISTEN")
-        } else if is(first, b"prepare") && !is(second, b"transaction") {
-            Some("PREPARE")
-        } else if is(first, b"declare") && contains(statement, b"with hold") {
-            Some("DECLARE ... WITH HOLD")
-        } else if is(first, b"create") && (is(second, b"temp") || is(second, b"temporary")) {
-            Some("CREATE TEMPORARY")
-        } else if contains(statement, b"pg_advisory_lock")
-            || contains(statement, b"pg_try_advisory_lock")
-        {
-            Some("advisory session lock")
-        } else {
-            None
-        };
-        if found.session_state.is_none() {
-            found.session_state = kind;
+    let mut rest = sql.as_bytes();
+    while let Some(end) = find(b';', rest) {
+        look_at(&rest[..end], &mut found);
+        rest = &rest[end + 1..];
+    }
+    look_at(rest, &mut found);
+    found
+}
+
+/// Where `byte` first is in `text`: below 64 bytes eight bytes at a time
+/// in a `u64`, which costs less than setting up the vectorised search.
+#[inline]
+fn find(byte: u8, text: &[u8]) -> Option<usize> {
+    if text.len() >= 64 {
+        return memchr::memchr(byte, text);
+    }
+    let mut chunks = text.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let found = below(x ^ (ONES * u64::from(byte)), 1);
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
         }
-        if is(first, b"begin") || (is(first, b"start") && is(second, b"transaction")) {
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == byte)
+        .map(|i| at + i)
+}
+
+/// `0x01` in every byte of a `u64`.
+const ONES: u64 = u64::from_le_bytes([1; 8]);
+
+/// The high bit set in the lowest byte of `x` (as read little-endian)
+/// whose value is below `n` (at most 128), and possibly in bytes above it;
+/// 0 when no byte is below `n`. Below the first such byte no bit is set: a
+/// byte not below `n` takes no borrow from the subtraction and keeps its
+/// high bit clear (below 128) or has it masked off by `!x` (128 or above).
+#[inline]
+const fn below(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(ONES * n as u64) & !x & (ONES * 0x80)
+}
+
+/// Folds one statement (the text between two `;`) into `found`.
+fn look_at(statement: &[u8], found: &mut Found) {
+    let statement = statement.trim_ascii_start();
+    let (first, rest) = first_word(statement);
+    // Only the first kind found is reported.
+    if found.session_state.is_none() {
+        let second = || word(rest.trim_ascii_start()).0;
+        let kind = match first {
+            SET if !(is(second(), b"local")
+                || is(second(), b"transaction")
+                || is(second(), b"constraints")) =>
+            {
+                Some("SET")
+            }
+            LISTEN => Some("LISTEN"),
+            PREPARE if !is(second(), b"transaction") => Some("PREPARE"),
+            DECLARE if contains(statement, b"with hold") => Some("DECLARE ... WITH HOLD"),
+            CREATE if is(second(), b"temp") || is(second(), b"temporary") => {
+                Some("CREATE TEMPORARY")
+            }
+            _ if advisory_session_lock(statement) => Some("advisory session lock"),
+            _ => None,
+        };
+        found.session_state = kind;
+    }
+    match first {
+        BEGIN => found.tx = Some(TxChange::Begin),
+        START if is(word(rest.trim_ascii_start()).0, b"transaction") => {
             found.tx = Some(TxChange::Begin);
-        } else if is(first, b"commit")
-            || is(first, b"end")
-            || is(first, b"abort")
-            || (is(first, b"rollback") && !is(second, b"to"))
-        {
+        }
+        COMMIT | END | ABORT => found.tx = Some(TxChange::End),
+        ROLLBACK if !is(word(rest.trim_ascii_start()).0, b"to") => {
             found.tx = Some(TxChange::End);
         }
+        _ => {}
     }
-    found
+}
+
+/// A word of at most 8 bytes folded into a `u64`: each byte with bit 5 set
+/// (lower case for an ASCII letter), zeros after the word. For a keyword
+/// made of lower-case ASCII letters, `key(w) == key(keyword)` exactly when
+/// `w` is the keyword ignoring ASCII case: a byte with bit 5 set is a given
+/// lower-case letter only if it was that letter in either case, and no
+/// byte of a word becomes zero.
+const fn key(word: &[u8]) -> u64 {
+    let mut bytes = [0; 8];
+    let mut i = 0;
+    while i < word.len() && i < 8 {
+        bytes[i] = word[i] | 0x20;
+        i += 1;
+    }
+    u64::from_le_bytes(bytes)
+}
+
+const SET: u64 = key(b"set");
+const LISTEN: u64 = key(b"listen");
+const PREPARE: u64 = key(b"prepare");
+const DECLARE: u64 = key(b"declare");
+const CREATE: u64 = key(b"create");
+const BEGIN: u64 = key(b"begin");
+const START: u64 = key(b"start");
+const COMMIT: u64 = key(b"commit");
+const END: u64 = key(b"end");
+const ABORT: u64 = key(b"abort");
+const ROLLBACK: u64 = key(b"rollback");
+
+/// The [`key`] of the leading word of `text` (up to ASCII whitespace), 0
+/// when that word is empty or longer than any keyword, and what follows it.
+/// Reads at most 9 bytes to find where a keyword would end.
+fn first_word(text: &[u8]) -> (u64, &[u8]) {
+    if let Some(head) = text.get(..8) {
+        // Eight bytes at once: the first below 0x21 ends the word if it is
+        // whitespace; none there, the ninth byte (or the end) decides.
+        let x = u64::from_le_bytes(head.try_into().unwrap_or_default());
+        let low = below(x, 0x21);
+        if low == 0 {
+            return match text.get(8) {
+                None => (x | (ONES * 0x20), &[]),
+                Some(b) if b.is_ascii_whitespace() => (x | (ONES * 0x20), &text[8..]),
+                Some(_) => (0, &[]),
+            };
+        }
+        let end = (low.trailing_zeros() / 8) as usize;
+        if head[end].is_ascii_whitespace() {
+            // As `key` folds it: the bytes before `end`, zeros after.
+            let mask = (1_u64 << (8 * end)) - 1;
+            return ((x | (ONES * 0x20)) & mask, &text[end..]);
+        }
+        // A control byte that is not whitespace: byte by byte.
+    }
+    let mut key = 0;
+    for (i, &b) in text.iter().enumerate().take(9) {
+        if b.is_ascii_whitespace() {
+            return (key, &text[i..]);
+        }
+        if i == 8 {
+            return (0, &[]);
+        }
+        // As `key` folds it.
+        key |= u64::from(b | 0x20) << (8 * i);
+    }
+    (key, &[])
+}
+
+/// Whether `statement` contains `pg_advisory_lock` or
+/// `pg_try_advisory_lock`, ignoring ASCII case: both are `pg` or `pg_try`
+/// before `_advisory_lock`, so only the `_` bytes (which have no case) are
+/// looked for, and each is checked where the text around it could hold
+/// either name.
+fn advisory_session_lock(statement: &[u8]) -> bool {
+    const TAIL: &[u8] = b"_advisory_lock";
+    let len = statement.len();
+    if len < 2 + TAIL.len() {
+        return false;
+    }
+    // Each `_` at `i` with `2 <= i` and `i + TAIL.len() <= len`.
+    let candidates = &statement[2..=len - TAIL.len()];
+    let mut from = 0;
+    while let Some(at) = find(b'_', &candidates[from..]) {
+        let i = 2 + from + at;
+        if statement[i..i + TAIL.len()].eq_ignore_ascii_case(TAIL)
+            && (statement[i - 2..i].eq_ignore_ascii_case(b"pg")
+                || (i >= 6 && statement[i - 6..i].eq_ignore_ascii_case(b"pg_try")))
+        {
+            return true;
+        }
+        from += at + 1;
+    }
+    false
 }
 
 /// The leading word of `text` (up to ASCII whitespace) and what follows.
@@ -91,6 +233,7 @@ fn contains(text: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn kind(sql: &str) -> Option<&'static str> {
         session_state(sql).session_state
@@ -157,6 +300,211 @@ mod tests {
             "",
         ] {
             assert_eq!(kind(sql), None, "{sql}");
+        }
+    }
+
+    /// The look as first written: a plain reading of the rules, which
+    /// [`session_state`] must agree with on every text.
+    fn reference(sql: &str) -> Found {
+        let mut found = Found::default();
+        for statement in sql.as_bytes().split(|&b| b == b';') {
+            let statement = statement.trim_ascii_start();
+            let (first, rest) = word(statement);
+            let second = word(rest.trim_ascii_start()).0;
+            let kind = if is(first, b"set")
+                && !(is(second, b"local")
+                    || is(second, b"transaction")
+                    || is(second, b"constraints"))
+            {
+                Some("SET")
+            } else if is(first, b"listen") {
+                Some("LISTEN")
+            } else if is(first, b"prepare") && !is(second, b"transaction") {
+                Some("PREPARE")
+            } else if is(first, b"declare") && contains(statement, b"with hold") {
+                Some("DECLARE ... WITH HOLD")
+            } else if is(first, b"create") && (is(second, b"temp") || is(second, b"temporary")) {
+                Some("CREATE TEMPORARY")
+            } else if contains(statement, b"pg_advisory_lock")
+                || contains(statement, b"pg_try_advisory_lock")
+            {
+                Some("advisory session lock")
+            } else {
+                None
+            };
+            if found.session_state.is_none() {
+                found.session_state = kind;
+            }
+            if is(first, b"begin") || (is(first, b"start") && is(second, b"transaction")) {
+                found.tx = Some(TxChange::Begin);
+            } else if is(first, b"commit")
+                || is(first, b"end")
+                || is(first, b"abort")
+                || (is(first, b"rollback") && !is(second, b"to"))
+            {
+                found.tx = Some(TxChange::End);
+            }
+        }
+        found
+    }
+
+    /// Pieces of SQL that the rules read or that could fool a faster
+    /// reading: their keywords and near misses, every byte `trim_ascii`
+    /// and `is_ascii_whitespace` treat differently, comments, quoted
+    /// strings and dollar quotes holding `;` and keywords, and parts of the
+    /// advisory lock functions' names.
+    const PIECES: &[&str] = &[
+        "set",
+        "local",
+        "session",
+        "transaction",
+        "constraints",
+        "listen",
+        "unlisten",
+        "prepare",
+        "declare",
+        "cursor",
+        "with",
+        "hold",
+        "with hold",
+        "with  hold",
+        "for",
+        "create",
+        "temp",
+        "temporary",
+        "table",
+        "begin",
+        "start",
+        "commit",
+        "end",
+        "abort",
+        "rollback",
+        "to",
+        "savepoint",
+        "select",
+        "sets",
+        "rollbacks",
+        "transactions",
+        "pg_advisory_lock",
+        "pg_try_advisory_lock",
+        "pg_advisory_lock_shared",
+        "pg_advisory_xact_lock",
+        "pg_try_advisory_xact_lock",
+        "pg_",
+        "pg",
+        "_try",
+        "try_",
+        "_advisory",
+        "advisory_",
+        "_lock",
+        "lock",
+        "_",
+        "__",
+        "p",
+        "g",
+        "(1)",
+        "1",
+        "$1::int",
+        "x",
+        "a_b",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r",
+        "\x0b",
+        "\x0c",
+        ";",
+        ";;",
+        "-- set x\n",
+        "/* ; listen x */",
+        "'a;b'",
+        "'it''s; SET x'",
+        "$$ ; LISTEN x $$",
+        "$t$;begin$t$",
+        "\"set\"",
+        "é",
+        "\u{17f}",
+        "\u{212a}",
+        "\0",
+    ];
+
+    /// Generated SQL: pieces joined, each piece in random ASCII case.
+    fn sql() -> impl Strategy<Value = String> {
+        proptest::collection::vec((0..PIECES.len(), any::<u64>()), 0..48).prop_map(|pieces| {
+            let mut sql = String::new();
+            for (piece, case) in pieces {
+                for (i, c) in PIECES[piece].chars().enumerate() {
+                    if case >> (i % 64) & 1 == 1 {
+                        sql.push(c.to_ascii_uppercase());
+                    } else {
+                        sql.push(c);
+                    }
+                }
+            }
+            sql
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn agrees_with_the_reference_on_generated_sql(sql in sql()) {
+            prop_assert_eq!(session_state(&sql), reference(&sql), "{:?}", sql);
+        }
+
+        #[test]
+        fn agrees_with_the_reference_on_any_text(sql in any::<String>()) {
+            prop_assert_eq!(session_state(&sql), reference(&sql), "{:?}", sql);
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_reference_at_the_edges() {
+        for sql in [
+            "set",
+            "SET",
+            "set\x0bx",
+            "set\tlocal",
+            "set local",
+            "setlocal",
+            "rollbacks",
+            "rollback",
+            "rollback\nto",
+            "rollback to",
+            "start\ttransaction",
+            "pg_advisory_lock",
+            "pg_advisory_loc",
+            "xpg_try_advisory_lock",
+            "pg_try_advisory_lock",
+            "PG_TRY_ADVISORY_LOCK",
+            "pg__advisory_lock",
+            "_advisory_lock",
+            "g_advisory_lock",
+            "SET LOCAL a = pg_advisory_lock(1)",
+            "select 1; set x = 1; select pg_advisory_lock(1)",
+            "select pg_advisory_lock(1); set x = 1",
+            "declare c cursor with hold for select pg_advisory_lock(1)",
+            "declare c cursor for select pg_advisory_lock(1)",
+            "declare c cursor with\thold",
+            "create temp table t; commit; begin",
+            "\u{212a}",
+            "",
+            ";",
+        ] {
+            assert_eq!(session_state(sql), reference(sql), "{sql:?}");
+        }
+        // Past the length where the vectorised search takes over.
+        let long = format!("SELECT {}", "a_b, ".repeat(30));
+        for sql in [
+            format!("{long}pg_advisory_lock(1)"),
+            format!("{long}pg_try_Advisory_lock(1); begin"),
+            format!("{long}pg_advisory_xact_lock(1); {long}; set x = 1; commit"),
+            format!("{long}; {long}; listen x"),
+        ] {
+            assert_eq!(session_state(&sql), reference(&sql), "{sql:?}");
+            assert!(session_state(&sql).session_state.is_some(), "{sql:?}");
         }
     }
 
