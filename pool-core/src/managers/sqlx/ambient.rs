@@ -13,10 +13,11 @@
 
 use std::ops::DerefMut;
 
+use super::backend::BoxFuture;
 use super::backend::SqlxConnection;
 use super::driver::{Database, Error};
 use super::driver_core::transaction::TransactionManager;
-use super::reset::{BoxFuture, Tm};
+use super::reset::Tm;
 use super::{static_sql, SqlxManager};
 use crate::ambient::sealed::{Backend, Committed, Step};
 use crate::ambient::{Isolation, TxConn, TxError, TxOptions};

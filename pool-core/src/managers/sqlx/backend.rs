@@ -1,13 +1,25 @@
 //! What differs between the sqlx drivers, as a sealed trait each driver's
 //! file implements (`postgres.rs`, `mysql.rs`, `sqlite.rs`).
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use super::driver::{Connection, Error};
-use super::password::Provider;
-use super::reset::BoxFuture;
 use crate::managers::fleet::OpenControl;
 use crate::managers::pooler::TransactionPoolerError;
+
+/// A boxed future, sent across threads.
+pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Any error, boxed: what a password provider fails with.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// The stored provider: called once per connect.
+pub(super) type Provider =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
 
 /// A sqlx connection type that [`SqlxManager`](super::SqlxManager) can pool.
 ///

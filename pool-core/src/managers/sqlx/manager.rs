@@ -6,10 +6,11 @@ use std::marker::PhantomData;
 
 use async_trait::async_trait;
 
+use super::backend::Provider;
 use super::backend::SqlxConnection;
 use super::connect_error;
 use super::driver::Error;
-use super::password::{PasswordProviderError, Provider};
+use super::password::PasswordProviderError;
 use super::reset::{self, ResetMode};
 use crate::managers::fleet::{FleetBudget, FleetBudgetConfigError, FleetShare};
 use crate::managers::pooler::TransactionPoolerError;

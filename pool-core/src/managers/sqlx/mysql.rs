@@ -2,10 +2,10 @@
 
 use std::fmt;
 
+use super::backend::BoxFuture;
 use super::backend::{private, SqlxConnection, SqlxPasswordConnection};
 use super::driver::mysql::{MySqlConnectOptions, MySqlConnection};
 use super::driver::{Error, Executor};
-use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 
 impl SqlxConnection for MySqlConnection {}

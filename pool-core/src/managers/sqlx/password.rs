@@ -6,16 +6,9 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+pub use super::backend::BoxError;
 use super::backend::SqlxPasswordConnection;
-use super::reset::BoxFuture;
 use super::SqlxManager;
-
-/// Any error, boxed: what a password provider fails with.
-pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
-
-/// The stored provider: called once per connect.
-pub(super) type Provider =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
 
 /// A password provider failed, so a connect did not start.
 ///

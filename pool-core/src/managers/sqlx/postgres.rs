@@ -2,13 +2,13 @@
 
 use std::fmt;
 
+use super::backend::BoxFuture;
+use super::backend::Provider;
 use super::backend::{private, SqlxConnection, SqlxPasswordConnection};
 use super::driver::postgres::{
     PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgSslMode,
 };
 use super::driver::{Connection, Error, Executor, Row};
-use super::password::Provider;
-use super::reset::BoxFuture;
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 use super::SqlxManager;
 use crate::managers::fleet::{

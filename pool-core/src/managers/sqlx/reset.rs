@@ -14,7 +14,7 @@
 //! against real servers, so a sqlx update that changes it fails there.
 
 use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -107,8 +107,6 @@ pub(super) fn needs_reset<C: SqlxConnection>(mode: ResetMode, conn: &mut C) -> b
         || conn.should_flush()
         || (C::POLL_IN_FLIGHT && !settled(conn))
 }
-
-pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The driver's transaction manager.
 pub(super) type Tm<C> = <<C as Connection>::Database as Database>::TransactionManager;

@@ -2,11 +2,12 @@
 
 use std::fmt;
 
+use super::backend::BoxFuture;
 use super::backend::{private, SqlxConnection};
 use super::driver::sqlite::{SqliteConnectOptions, SqliteConnection};
 use super::driver::{Error, Executor};
 use super::driver_core::transaction::TransactionManager;
-use super::reset::{BoxFuture, Tm};
+use super::reset::Tm;
 
 impl SqlxConnection for SqliteConnection {}
 

@@ -2,26 +2,14 @@
 //! time limit and, past it, sends the server-side cancel request and marks
 //! the connection so the pool closes it.
 
-use std::future::{Future, IntoFuture};
-use std::pin::Pin;
+use std::future::IntoFuture;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{CancelToken, Error};
+use tokio_postgres::Error;
 
 use super::client::PgClient;
 use super::timeout::QueryError;
-
-/// Sends a cancel request for the query running behind a token, over a new
-/// connection made with the manager's TLS connector (or, for a relayed
-/// connection, straight to the pooler). `Err(None)`: no connection could be
-/// made to send it, and the cause was logged.
-pub(super) type Canceller = Arc<
-    dyn Fn(CancelToken) -> Pin<Box<dyn Future<Output = Result<(), Option<Error>>> + Send>>
-        + Send
-        + Sync,
->;
 
 impl PgClient {
     /// Runs `query` for at most `limit`; past that, cancels it on the server

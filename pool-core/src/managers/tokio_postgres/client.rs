@@ -13,20 +13,31 @@
 //! "Counted").
 
 use std::fmt;
+use std::future::Future;
 use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Error, Statement};
+use tokio_postgres::{CancelToken, Client, Error, Statement};
 
 use super::cache::StatementCache;
-use super::cancel::Canceller;
 use super::failover::{is_server_gone, HostMark};
 use super::transaction::{PgTransaction, PgTransactionBuilder};
 use crate::managers::fleet::FleetSeat;
 use crate::PoolerMode;
+
+/// Sends a cancel request for the query running behind a token, over a new
+/// connection made with the manager's TLS connector (or, for a relayed
+/// connection, straight to the pooler). `Err(None)`: no connection could be
+/// made to send it, and the cause was logged.
+pub(super) type Canceller = Arc<
+    dyn Fn(CancelToken) -> Pin<Box<dyn Future<Output = Result<(), Option<Error>>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// A pooled `tokio_postgres` connection.
 ///

@@ -18,7 +18,7 @@ use tokio_postgres::{Config, Socket};
 use crate::managers::fleet::{
     self, FleetBudget, FleetBudgetConfigError, FleetShare, FleetShareView,
 };
-use crate::managers::tokio_postgres::cancel::Canceller;
+use crate::managers::tokio_postgres::client::Canceller;
 use crate::managers::tokio_postgres::error::{BoxError, PgConfigError};
 use crate::managers::tokio_postgres::failover::HostEpochs;
 #[cfg(doc)]

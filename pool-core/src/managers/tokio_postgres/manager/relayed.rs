@@ -7,7 +7,7 @@ use tokio_postgres::Client;
 use tokio_postgres::Config;
 
 use crate::managers::relay::{Keepalive, Relay, Upstream};
-use crate::managers::tokio_postgres::cancel::Canceller;
+use crate::managers::tokio_postgres::client::Canceller;
 use crate::managers::tokio_postgres::client::ReportedRole;
 use crate::managers::tokio_postgres::driver::drive;
 use crate::managers::tokio_postgres::error::PgError;
