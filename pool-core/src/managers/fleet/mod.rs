@@ -451,8 +451,8 @@ pub(crate) fn share_of(
     FleetShare::new(budget?.as_ref().ok()?)
 }
 
-pub use share::fair_share;
 pub(crate) use share::decide;
+pub use share::fair_share;
 
 /// A boxed future, as the control session's driver code returns.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
