@@ -491,3 +491,103 @@ async fn relay_cost_report() {
         );
     }
 }
+
+/// Statements that set session state, which a transaction-mode pooler
+/// would leave on a shared server connection.
+const SESSION_STATE: [&str; 3] = [
+    "SET search_path TO public",
+    "LISTEN pool_core_test",
+    "SELECT pg_advisory_lock(1)",
+];
+
+/// Statements that look alike but set no session state.
+const TRANSACTION_SCOPED: [&str; 4] = [
+    "SET LOCAL statement_timeout = 1000",
+    "SELECT pg_advisory_xact_lock(1)",
+    "UNLISTEN *",
+    "SELECT 'SET'",
+];
+
+/// `result` is the relay's refusal of `sql`: a database error with
+/// SQLSTATE 0A000 and a message that says why.
+fn assert_refused<T>(result: Result<T, sqlx::Error>, sql: &str, path: &str) {
+    match result {
+        Ok(_) => panic!("{path}: `{sql}` was not refused"),
+        Err(sqlx::Error::Database(e)) => {
+            assert_eq!(e.code().as_deref(), Some("0A000"), "{path}: `{sql}`: {e}");
+            assert!(
+                e.message()
+                    .contains("cannot work behind a transaction-mode pooler"),
+                "{path}: `{sql}`: {e}"
+            );
+        }
+        Err(e) => panic!("{path}: `{sql}`: not a database error: {e}"),
+    }
+}
+
+#[ignore = "needs DATABASE_URL and pgbouncer: set it to a PostgreSQL server, install pgbouncer, and run with --include-ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_state_is_refused_through_the_relay() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let upstream: PgConnectOptions = database_url().parse().expect("DATABASE_URL parses");
+    let bouncer = start_bouncer(&upstream);
+    bounded(async {
+        let pool = pool_of(unnamed(&bouncer.url()), 1).await;
+        for sql in SESSION_STATE {
+            // The simple protocol, then the extended one (parsed, then run).
+            assert_refused(sqlx::raw_sql(sql).execute(&pool).await, sql, "raw_sql");
+            assert_refused(sqlx::query(sql).execute(&pool).await, sql, "query");
+            let mut conn = pool.get().await.expect("get");
+            assert_refused((&mut *conn).execute(sql).await, sql, "conn.execute");
+            assert_refused(
+                sqlx::query(sql)
+                    .persistent(false)
+                    .fetch_all(&mut *conn)
+                    .await,
+                sql,
+                "unprepared",
+            );
+            let mut tx = conn.begin().await.expect("begin");
+            assert_refused(
+                sqlx::query(sql).execute(&mut *tx).await,
+                sql,
+                "in a transaction",
+            );
+            tx.rollback().await.expect("rollback");
+            drop(conn);
+            for path in PATHS {
+                assert_eq!(
+                    one(&pool, path, 1, 2)
+                        .await
+                        .expect("a query after a refusal"),
+                    3,
+                    "{path:?} after `{sql}`"
+                );
+            }
+        }
+        // Inside a transaction, only the refused statement fails: nothing
+        // of it reached the server.
+        let mut conn = pool.get().await.expect("get");
+        let mut tx = conn.begin().await.expect("begin");
+        for (i, sql) in SESSION_STATE.into_iter().enumerate() {
+            let i = i32::try_from(i).expect("small");
+            let n: i32 = sqlx::query_scalar(SQL)
+                .bind(i)
+                .bind(1)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("before");
+            assert_eq!(n, i + 1);
+            assert_refused(sqlx::query(sql).execute(&mut *tx).await, sql, "between two");
+        }
+        tx.commit().await.expect("commit");
+        for sql in TRANSACTION_SCOPED {
+            sqlx::raw_sql(sql).execute(&mut *conn).await.expect(sql);
+            sqlx::query(sql).execute(&mut *conn).await.expect(sql);
+        }
+        drop(conn);
+        pool.close().await;
+        relays_end().await;
+    })
+    .await;
+}
