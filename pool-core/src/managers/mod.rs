@@ -23,6 +23,16 @@ pub(crate) mod relay;
 ))]
 #[doc(hidden)]
 pub use relay::open_relays;
+// The look at statements sent as text behind a transaction-mode pooler:
+// the pooled tokio-postgres client's and the relay's. Only the former
+// follows transactions.
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx08-postgres",
+    feature = "tokio-postgres"
+))]
+#[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
+mod session;
 #[cfg(any(
     feature = "sqlx-postgres",
     feature = "sqlx-mysql",

@@ -12,9 +12,32 @@
 /// run it: "prepared statement ... does not exist"), session `SET`s,
 /// `LISTEN`, advisory session locks, and resets such as `DISCARD ALL`.
 ///
-/// The mode sets the session rules: resets that need no session, and
-/// settings that need one (a fleet budget, `ResetMode::Clean`) refused when
-/// the pool is built. What happens to prepared statements is the separate
+/// The mode sets the session rules: resets that need no session; settings
+/// that need one (a fleet budget, `ResetMode::Clean`) refused when the pool
+/// is built; and statements that set session state (`SET`, `LISTEN`,
+/// `pg_advisory_lock` and its session-level siblings, see
+/// [`SessionStatement`]) refused wherever the pool sees their text, before
+/// anything is sent:
+///
+/// - tokio-postgres: every text-taking method of the pooled client and of
+///   its transactions fails with `PgError::SessionStateBehindPooler`. The
+///   driver's own `Client` (reached through `Deref` or `client()`) is not
+///   looked at, but with [`PoolerStatements::Unnamed`] the relay below
+///   refuses there too.
+/// - With [`PoolerStatements::Unnamed`] (both managers) the statement relay
+///   looks at every `Query` and `Parse`: it answers a refused one with an
+///   error of SQLSTATE `0A000` (`feature_not_supported`) and the same
+///   message, in place of the server's answer, and the connection goes on.
+/// - sqlx with statements passed through: queries run on `&Pool` are
+///   refused the same way; queries on a checked-out connection or its
+///   transaction go to the driver unread.
+///
+/// The look reads the leading words of each `;`-separated statement, not a
+/// parse: a comment or a quoted `;` can hide a statement from it.
+/// `PREPARE`, `DECLARE ... WITH HOLD` and `CREATE TEMPORARY` are only logged
+/// at `WARN` (a temporary table `ON COMMIT DROP` is fine).
+///
+/// What happens to prepared statements is the separate
 /// [`PoolerStatements`] setting: passed through (the default, for poolers
 /// that keep them) or sent unnamed.
 ///
@@ -57,6 +80,100 @@ pub enum PoolerStatements {
     /// do not keep named statements. Plaintext to the pooler only, Unix
     /// platforms only.
     Unnamed,
+}
+
+/// A statement that sets session state, refused behind a transaction-mode
+/// pooler ([`PoolerMode::Transaction`]): the state would stay on whichever
+/// server connection ran it, shared with other clients, and be missing
+/// from the next transaction.
+///
+/// `Display` is the message of the refusal: what was refused, why, and what
+/// to do instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionStatement {
+    /// `SET` (or `SET SESSION`), not `SET LOCAL`.
+    Set,
+    /// `LISTEN`.
+    Listen,
+    /// A session-level advisory lock: `pg_advisory_lock`,
+    /// `pg_try_advisory_lock` and their `_shared` variants (the `_xact_`
+    /// ones are fine).
+    AdvisoryLock,
+}
+
+impl SessionStatement {
+    /// The refused statement for a kind the look at statement text
+    /// reports; `None` for a kind that is only warned about.
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres",
+        feature = "tokio-postgres"
+    ))]
+    pub(crate) fn refused(kind: &str) -> Option<Self> {
+        match kind {
+            "SET" => Some(Self::Set),
+            "LISTEN" => Some(Self::Listen),
+            "advisory session lock" => Some(Self::AdvisoryLock),
+            _ => None,
+        }
+    }
+
+    /// The first refused statement in `sql`, if the look at it finds one;
+    /// other session state it finds is logged at `WARN`.
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres",
+        feature = "tokio-postgres"
+    ))]
+    pub(crate) fn in_text(sql: &str) -> Option<Self> {
+        Self::judge(super::session::session_state(sql).session_state)
+    }
+
+    /// What to do with the kind of session state the look found: the
+    /// refused statement, or `None` (after a warning for the kinds that
+    /// are only warned about).
+    #[cfg(any(
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres",
+        feature = "tokio-postgres"
+    ))]
+    pub(crate) fn judge(kind: Option<&'static str>) -> Option<Self> {
+        let kind = kind?;
+        let refused = Self::refused(kind);
+        if refused.is_none() {
+            tracing::warn!(
+                statement = kind,
+                "session state set through a pooled connection behind a transaction-mode \
+                 pooler (PoolerMode::Transaction): it stays on whichever server connection ran \
+                 it, where other clients see it, and is missing from the next transaction"
+            );
+        }
+        refused
+    }
+}
+
+impl std::fmt::Display for SessionStatement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Set => {
+                "SET cannot work behind a transaction-mode pooler: the setting would stay on \
+                 whichever server connection ran it, seen by other clients and missing from \
+                 this client's next transaction; use SET LOCAL inside a transaction"
+            }
+            Self::Listen => {
+                "LISTEN cannot work behind a transaction-mode pooler: notifications would go to \
+                 whichever server connection ran it, shared with other clients; use a direct \
+                 or session-mode connection for notifications"
+            }
+            Self::AdvisoryLock => {
+                "pg_advisory_lock cannot work behind a transaction-mode pooler: a session-level \
+                 advisory lock would stay on whichever server connection took it, held for \
+                 other clients and never released by this one; use pg_advisory_xact_lock (or \
+                 the other _xact_ variants) inside a transaction"
+            }
+        })
+    }
 }
 
 /// Whether connections go through the statement relay: unnamed statements
@@ -118,3 +235,48 @@ impl std::fmt::Display for TransactionPoolerError {
 }
 
 impl std::error::Error for TransactionPoolerError {}
+
+#[cfg(all(
+    test,
+    any(
+        feature = "sqlx-postgres",
+        feature = "sqlx08-postgres",
+        feature = "tokio-postgres"
+    )
+))]
+mod tests {
+    use super::SessionStatement;
+
+    #[test]
+    fn the_look_names_the_refused_statements() {
+        assert_eq!(
+            SessionStatement::in_text("SET x.y = 1"),
+            Some(SessionStatement::Set)
+        );
+        assert_eq!(
+            SessionStatement::in_text("select 1; listen c"),
+            Some(SessionStatement::Listen)
+        );
+        for lock in [
+            "SELECT pg_advisory_lock(1)",
+            "SELECT pg_try_advisory_lock(1)",
+            "SELECT pg_advisory_lock_shared(1)",
+            "SELECT pg_try_advisory_lock_shared(1, 2)",
+        ] {
+            assert_eq!(
+                SessionStatement::in_text(lock),
+                Some(SessionStatement::AdvisoryLock),
+                "{lock}"
+            );
+        }
+        for fine in [
+            "SET LOCAL x.y = 1",
+            "SELECT pg_advisory_xact_lock(1)",
+            "UNLISTEN *",
+            "SELECT 'SET'",
+            "CREATE TEMP TABLE t (a int) ON COMMIT DROP",
+        ] {
+            assert_eq!(SessionStatement::in_text(fine), None, "{fine}");
+        }
+    }
+}

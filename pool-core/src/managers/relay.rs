@@ -36,10 +36,29 @@
 //!   A `ParseComplete` or `ReadyForQuery` that belongs to no batch, or
 //!   framing that does not parse, ends the connection.
 //!
-//! Only `Parse`, `Describe` and `Close` are buffered whole, and of a `Bind`
-//! its two names; every other byte, parameters, rows and copy data
+//! Statements that set session state (`SET`, `LISTEN`, session-level
+//! advisory locks, see [`SessionStatement`]) are refused: the relay looks
+//! at the text of every `Query` and `Parse` (the look of the pooled
+//! tokio-postgres client) and sends none of a refused one. A refused
+//! `Query` goes to the server as the empty query, and the server's
+//! `EmptyQueryResponse` is replaced by an `ErrorResponse` of SQLSTATE
+//! `0A000` with the refusal's message. After a refused `Parse`, every
+//! message up to the driver's `Sync` is dropped, as a server drops them
+//! after an error; the `Sync` goes on, and the `ErrorResponse` is placed
+//! before the server's `ReadyForQuery` for it, after the replies to what
+//! the batch sent before the `Parse` (unless one of those failed, which is
+//! then the batch's one error). So the driver gets the answers it expects,
+//! in order, and the server's status in `ReadyForQuery`: nothing of the
+//! refused statement ran, an open transaction is not failed. The refusal
+//! is answered with the batch's `ReadyForQuery`, so a driver that waits for
+//! a reply to a `Flush` before its `Sync` would wait; neither
+//! tokio-postgres nor sqlx does.
+//!
+//! Only `Parse`, `Describe`, `Close` and `Query` are buffered whole, and of
+//! a `Bind` its two names; every other byte, parameters, rows and copy data
 //! included, passes through as it arrives. Replies are rewritten where
-//! they lie, nothing held back.
+//! they lie, nothing held back, but for the bytes that follow an added
+//! `ErrorResponse` in the same read (see [`Rewriter::take_owed`]).
 //!
 //! For tokio-postgres, which takes any stream, the rewriting runs inside
 //! the driver's own stream ([`Rewriting`]): no socket and no task sit
@@ -56,6 +75,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::pooler::SessionStatement;
 
 /// `SSLRequest`'s code in the untyped first message.
 const SSL_REQUEST: i32 = 80_877_103;
@@ -194,6 +215,22 @@ struct Framing {
     /// The message being buffered is a `Bind`, of which only the portal's
     /// and the statement's names are buffered; its parameters stream.
     bind: bool,
+    /// Body bytes of a message being dropped, still to come.
+    discard: usize,
+    /// A `Parse` was refused: every message up to the next `Sync` is
+    /// dropped.
+    skipping: Option<SessionStatement>,
+}
+
+/// A refused statement, answered with an `ErrorResponse` in its batch.
+#[derive(Debug)]
+struct Refusal {
+    /// The batch, counted as `batches_sent` counts them.
+    batch: u64,
+    statement: SessionStatement,
+    /// A `Query` sent as the empty query, whose `EmptyQueryResponse` is
+    /// not the driver's to see.
+    empty_query: bool,
 }
 
 /// Where the framing of the replies stands. Nothing is held: each byte
@@ -242,6 +279,12 @@ pub(crate) struct Rewriter {
     syncs_since_execute: u64,
     /// `Parse`s added by the relay, for tests and logs.
     injected: u64,
+    /// Refused statements whose batches are not answered yet, oldest
+    /// first.
+    refusals: VecDeque<Refusal>,
+    /// Bytes for the driver that follow an added `ErrorResponse`, not yet
+    /// taken (see [`take_owed`](Self::take_owed)).
+    owed: Vec<u8>,
 }
 
 impl Default for Rewriter {
@@ -267,7 +310,17 @@ impl Rewriter {
             sent_batches: VecDeque::new(),
             syncs_since_execute: 0,
             injected: 0,
+            refusals: VecDeque::new(),
+            owed: Vec::new(),
         }
+    }
+
+    /// Bytes for the driver beyond what the last
+    /// [`server_in_place`](Self::server_in_place) left in its buffer: an
+    /// added `ErrorResponse` and what followed it in that read. They go to
+    /// the driver before anything read after; empty when nothing is owed.
+    pub(crate) fn take_owed(&mut self) -> &mut Vec<u8> {
+        &mut self.owed
     }
 
     /// Rewrites typed frontend messages (after the startup packet) into
@@ -283,6 +336,14 @@ impl Rewriter {
         out: &mut Vec<u8>,
     ) -> Result<(), Broken> {
         loop {
+            if self.client.discard > 0 {
+                let n = self.client.discard.min(input.len());
+                self.client.discard -= n;
+                input = &input[n..];
+                if self.client.discard > 0 {
+                    return Ok(());
+                }
+            }
             if self.client.pass > 0 {
                 let n = self.client.pass.min(input.len());
                 out.extend_from_slice(&input[..n]);
@@ -343,12 +404,27 @@ impl Rewriter {
             let Some((tag, len)) = take_header(&mut self.client.buf, &mut input)? else {
                 return Ok(());
             };
+            if let Some(statement) = self.client.skipping {
+                if tag != b'S' {
+                    self.client.buf.clear();
+                    self.client.discard = len - 4;
+                    continue;
+                }
+                // The `Sync` goes on: the server's `ReadyForQuery` for it
+                // carries the refusal.
+                self.client.skipping = None;
+                self.refusals.push_back(Refusal {
+                    batch: self.batches_sent,
+                    statement,
+                    empty_query: false,
+                });
+            }
             if tag == b'B' {
                 self.client.need = 1 + len;
                 self.client.bind = true;
                 continue;
             }
-            if matches!(tag, b'P' | b'D' | b'C') {
+            if matches!(tag, b'P' | b'D' | b'C' | b'Q') {
                 if len > MAX_BUFFERED_MESSAGE {
                     return Err(Broken("a statement message too large to rewrite"));
                 }
@@ -403,12 +479,33 @@ impl Rewriter {
         Ok(())
     }
 
-    /// Rewrites one whole `Parse`, `Bind`, `Describe` or `Close`.
+    /// Rewrites one whole `Parse`, `Describe`, `Close` or `Query`.
     fn client_message(&mut self, tag: u8, body: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
         const BAD: Broken = Broken("a statement message that does not parse");
         match tag {
+            b'Q' => {
+                let (sql, _) = split_cstr(body).ok_or(BAD)?;
+                match refused(sql) {
+                    Some(statement) => {
+                        self.refusals.push_back(Refusal {
+                            batch: self.batches_sent,
+                            statement,
+                            empty_query: true,
+                        });
+                        write_message(out, b'Q', &[b"\0"]);
+                    }
+                    None => write_message(out, b'Q', &[body]),
+                }
+                self.client_streamed(b'Q')?;
+            }
             b'P' => {
                 let (name, rest) = split_cstr(body).ok_or(BAD)?;
+                let (sql, _) = split_cstr(rest).ok_or(BAD)?;
+                if let Some(statement) = refused(sql) {
+                    // Neither sent nor kept: as a `Parse` that failed.
+                    self.client.skipping = Some(statement);
+                    return Ok(());
+                }
                 self.statements.insert(name, rest.to_vec())?;
                 self.open_batch.push_back(Sent::Client(name.to_vec()));
                 self.loaded = Some(Loaded {
@@ -504,13 +601,17 @@ impl Rewriter {
         out.extend_from_slice(input);
         let kept = self.server_in_place(&mut out[start..])?;
         out.truncate(start + kept);
+        out.append(&mut self.owed);
         Ok(())
     }
 
     /// Rewrites backend bytes where they lie, as [`server_bytes`](Self::server_bytes)
     /// does: what goes on to the driver is moved to the front of `buf`, and
-    /// its length returned. The output is never longer than the input, and
-    /// nothing is held back between calls.
+    /// its length returned. Nothing is held back between calls, but for an
+    /// `ErrorResponse` added for a refused statement: it and every byte for
+    /// the driver after it in `buf` are owed instead (see
+    /// [`take_owed`](Self::take_owed)), to go before the next call's. Call
+    /// it only with nothing owed.
     ///
     /// # Errors
     ///
@@ -532,10 +633,14 @@ impl Rewriter {
                     self.ready(buf[read + 5])?;
                 }
                 if !self.server.drop {
-                    if kept != read {
-                        buf.copy_within(read..read + here, kept);
+                    if !self.owed.is_empty() {
+                        self.owed.extend_from_slice(&buf[read..read + here]);
+                    } else {
+                        if kept != read {
+                            buf.copy_within(read..read + here, kept);
+                        }
+                        kept += here;
                     }
-                    kept += here;
                 }
                 read += here;
                 if here < 1 + len {
@@ -555,8 +660,12 @@ impl Rewriter {
                 }
                 self.server.head += 1;
                 if !self.server.drop {
-                    buf[kept] = byte;
-                    kept += 1;
+                    if !self.owed.is_empty() {
+                        self.owed.push(byte);
+                    } else {
+                        buf[kept] = byte;
+                        kept += 1;
+                    }
                 }
                 if self.server.head == 5 {
                     // A negative length breaks the framing, as one below 4 does.
@@ -575,10 +684,14 @@ impl Rewriter {
             }
             let n = self.server.pass.min(buf.len() - read);
             if !self.server.drop {
-                if kept != read {
-                    buf.copy_within(read..read + n, kept);
+                if !self.owed.is_empty() {
+                    self.owed.extend_from_slice(&buf[read..read + n]);
+                } else {
+                    if kept != read {
+                        buf.copy_within(read..read + n, kept);
+                    }
+                    kept += n;
                 }
-                kept += n;
             }
             read += n;
             self.server.pass -= n;
@@ -597,6 +710,25 @@ impl Rewriter {
                 self.logged_in = true;
             }
             return Ok(true);
+        }
+        // The batch being answered, if it holds a refused statement.
+        let refusal = self
+            .refusals
+            .front()
+            .filter(|refusal| refusal.batch == self.batches_answered);
+        match (tag, refusal) {
+            (b'I', Some(refusal)) if refusal.empty_query => return Ok(false),
+            (b'E', Some(_)) => {
+                // The server failed the batch before the refused statement:
+                // that is the batch's one error.
+                self.refusals.pop_front();
+            }
+            (b'Z', Some(_)) => {
+                if let Some(refusal) = self.refusals.pop_front() {
+                    error_response(&mut self.owed, refusal.statement);
+                }
+            }
+            _ => {}
         }
         match tag {
             b'1' => {
@@ -692,6 +824,28 @@ fn header(bytes: &[u8]) -> Option<(u8, usize)> {
     let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
     // A negative length breaks the framing, as one below 4 does.
     Some((head[0], usize::try_from(len).unwrap_or(0)))
+}
+
+/// The statement `sql` sets session state with, if the look at it refuses
+/// one.
+fn refused(sql: &[u8]) -> Option<SessionStatement> {
+    match std::str::from_utf8(sql) {
+        Ok(sql) => SessionStatement::in_text(sql),
+        // Not UTF-8 (another client encoding): the look reads ASCII words
+        // only, which survive the replacement characters.
+        Err(_) => SessionStatement::in_text(&String::from_utf8_lossy(sql)),
+    }
+}
+
+/// Appends the `ErrorResponse` of a refused statement: SQLSTATE `0A000`
+/// (`feature_not_supported`), the refusal's message.
+fn error_response(out: &mut Vec<u8>, statement: SessionStatement) {
+    let message = statement.to_string();
+    write_message(
+        out,
+        b'E',
+        &[b"SERROR\0VERROR\0C0A000\0M", message.as_bytes(), b"\0\0"],
+    );
 }
 
 /// A NUL-terminated string and what follows its NUL.
@@ -1235,6 +1389,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
             buf.put_slice(b"N");
             return std::task::Poll::Ready(Ok(()));
         }
+        if this.put_owed(buf) {
+            return std::task::Poll::Ready(Ok(()));
+        }
         let start = buf.filled().len();
         loop {
             std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, buf))?;
@@ -1252,10 +1409,26 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
                     return std::task::Poll::Ready(Err(this.fail(broken)));
                 }
             }
-            if buf.filled().len() > start {
+            if buf.filled().len() > start || this.put_owed(buf) {
                 return std::task::Poll::Ready(Ok(()));
             }
         }
+    }
+}
+
+#[cfg(feature = "tokio-postgres")]
+impl<S> Rewriting<S> {
+    /// Puts what the rewriter owes the driver into `buf`, as much as fits;
+    /// whether anything was put.
+    fn put_owed(&mut self, buf: &mut tokio::io::ReadBuf<'_>) -> bool {
+        let owed = self.rewriter.take_owed();
+        let n = owed.len().min(buf.remaining());
+        if n == 0 {
+            return false;
+        }
+        buf.put_slice(&owed[..n]);
+        owed.drain(..n);
+        true
     }
 }
 

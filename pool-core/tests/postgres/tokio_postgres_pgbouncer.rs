@@ -85,7 +85,8 @@ fn pool_config() -> PoolConfig {
 }
 
 /// The server's message for a database error, else the driver's text.
-fn text(e: tokio_postgres::Error) -> String {
+fn text(e: impl Into<PgError>) -> String {
+    let e = e.into();
     e.as_db_error()
         .map_or_else(|| e.to_string(), |db| db.message().to_owned())
 }
@@ -675,11 +676,15 @@ async fn one(
             let statement = conn.prepare_cached(SQL).await.map_err(|e| e.to_string())?;
             conn.query_one(&statement, &[&a, &b]).await
         }
-        Path::Client => conn.client().query_one(SQL, &[&a, &b]).await,
+        Path::Client => conn
+            .client()
+            .query_one(SQL, &[&a, &b])
+            .await
+            .map_err(PgError::from),
         Path::Transaction => {
             let tx = conn.transaction().await.map_err(text)?;
             let row = tx.query_one(SQL, &[&a, &b]).await.map_err(text)?;
-            tx.commit().await.map(|()| row)
+            tx.commit().await.map(|()| row).map_err(PgError::from)
         }
         Path::BuildTransaction => {
             let tx = conn
@@ -691,7 +696,7 @@ async fn one(
                 .map_err(text)?;
             let statement = tx.prepare(SQL).await.map_err(text)?;
             let row = tx.query_one(&statement, &[&a, &b]).await.map_err(text)?;
-            tx.commit().await.map(|()| row)
+            tx.commit().await.map(|()| row).map_err(PgError::from)
         }
     };
     row.map(|row| row.get(0)).map_err(text)
@@ -985,9 +990,17 @@ async fn pipelines_with_an_error_in_the_middle_run_behind_pgbouncer() {
             let (conn, double, divide) = (&conn, &double, &divide);
             async move {
                 let row = match i {
-                    5 => conn.client().query_one(divide, &[&0_i32]).await,
+                    5 => conn
+                        .client()
+                        .query_one(divide, &[&0_i32])
+                        .await
+                        .map_err(PgError::from),
                     i if i % 3 == 0 => conn.query_one("SELECT $1::int4 * 2", &[&(round + i)]).await,
-                    _ => conn.client().query_one(double, &[&(round + i)]).await,
+                    _ => conn
+                        .client()
+                        .query_one(double, &[&(round + i)])
+                        .await
+                        .map_err(PgError::from),
                 };
                 (i, row.map(|row| row.get::<_, i32>(0)))
             }
@@ -1201,8 +1214,8 @@ fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
 }
 
 /// A query's outcome as text: its rows' first values, or its SQLSTATE.
-fn outcome(result: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>) -> String {
-    match result {
+fn outcome(result: Result<Vec<tokio_postgres::Row>, impl Into<PgError>>) -> String {
+    match result.map_err(Into::into) {
         Ok(rows) => rows
             .iter()
             .map(|row| row.get::<_, i32>(0).to_string())
@@ -1228,7 +1241,7 @@ async fn run_ops(manager: &PostgresManager<NoTls>, ops: &[Op]) -> Vec<String> {
                     slots[*slot] = Some(statement);
                     "prepared".to_owned()
                 }
-                Err(e) => outcome(Err(e)),
+                Err(e) => outcome(Err::<Vec<_>, _>(e)),
             },
             Op::Run { slot, arg } => match &slots[*slot] {
                 Some(statement) => outcome(conn.client().query(statement, &[arg]).await),
@@ -1268,7 +1281,7 @@ async fn run_ops(manager: &PostgresManager<NoTls>, ops: &[Op]) -> Vec<String> {
                 .await;
                 match copied {
                     Ok(n) => format!("copied {n}"),
-                    Err(e) => outcome(Err(e)),
+                    Err(e) => outcome(Err::<Vec<_>, _>(e)),
                 }
             }
             Op::CopyOut => {
@@ -1289,16 +1302,16 @@ async fn run_ops(manager: &PostgresManager<NoTls>, ops: &[Op]) -> Vec<String> {
                 .await;
                 match out {
                     Ok(text) => text,
-                    Err(e) => outcome(Err(e)),
+                    Err(e) => outcome(Err::<Vec<_>, _>(e)),
                 }
             }
             Op::BadParse => match conn.prepare("SELEC $1::int4").await {
                 Ok(_) => "parsed".to_owned(),
-                Err(e) => outcome(Err(e)),
+                Err(e) => outcome(Err::<Vec<_>, _>(e)),
             },
             Op::Tx(sql) => match conn.batch_execute(sql).await {
                 Ok(()) => (*sql).to_owned(),
-                Err(e) => outcome(Err(e)),
+                Err(e) => outcome(Err::<Vec<_>, _>(e)),
             },
         };
         seen.push(got);

@@ -6,8 +6,6 @@ use std::future::IntoFuture;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio_postgres::Error;
-
 use super::client::PgClient;
 use super::timeout::QueryError;
 
@@ -42,6 +40,8 @@ impl PgClient {
     /// # Errors
     ///
     /// [`QueryError::Db`] if the query fails in time;
+    /// [`QueryError::Refused`] if the pooled client refused it before
+    /// sending it;
     /// [`QueryError::TimedOut`] if the limit passed and the cancel request
     /// was sent; [`QueryError::CancelFailed`] if the limit passed and the
     /// cancel request could not be delivered.
@@ -51,12 +51,13 @@ impl PgClient {
     /// If this future is dropped, the query is abandoned without a cancel
     /// and the connection is not marked: the same situation as dropping the
     /// bare query future.
-    pub async fn with_timeout<F, T>(&self, limit: Duration, query: F) -> Result<T, QueryError>
+    pub async fn with_timeout<F, T, E>(&self, limit: Duration, query: F) -> Result<T, QueryError>
     where
-        F: IntoFuture<Output = Result<T, Error>>,
+        F: IntoFuture<Output = Result<T, E>>,
+        E: Into<QueryError>,
     {
         match tokio::time::timeout(limit, query).await {
-            Ok(result) => result.map_err(QueryError::Db),
+            Ok(result) => result.map_err(Into::into),
             Err(_elapsed) => {
                 self.inner.abandoned.store(true, Ordering::Relaxed);
                 let cancel = (self.inner.canceller)(self.inner.client.cancel_token());

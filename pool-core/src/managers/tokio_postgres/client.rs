@@ -303,9 +303,12 @@ impl PgClient {
     /// [`transaction`](Self::transaction).
     pub fn build_transaction(&mut self) -> PgTransactionBuilder<'_> {
         let Inner {
-            client, tx_open, ..
+            client,
+            tx_open,
+            pooler_mode,
+            ..
         } = &mut *self.inner;
-        PgTransactionBuilder::new(client.build_transaction(), tx_open)
+        PgTransactionBuilder::new(client.build_transaction(), tx_open, *pooler_mode)
     }
 
     /// The pooler mode this connection was opened with.

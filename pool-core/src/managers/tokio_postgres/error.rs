@@ -9,6 +9,7 @@ use tokio_postgres::Config;
 
 use crate::error_chain::{ConnectCause, ErrorChain};
 use crate::managers::fleet::{FleetBudgetConfigError, FleetBudgetExhausted};
+use crate::managers::pooler::SessionStatement;
 
 use super::ResetMode;
 
@@ -66,6 +67,14 @@ pub enum PgError {
     /// [`PgClient::is_retired`](super::PgClient::is_retired)). Returned by
     /// the validation at checkout, so the pool replaces the connection.
     Retired,
+    /// Behind a transaction-mode pooler
+    /// ([`PoolerMode::Transaction`](crate::PoolerMode::Transaction)), a
+    /// query text given to the pooled client or its transaction sets session
+    /// state (`SET`, `LISTEN`, a session-level advisory lock), which would
+    /// stay on a server connection shared with other clients. Nothing was
+    /// sent; the connection is fine. `Display` names the statement and what
+    /// to use instead.
+    SessionStateBehindPooler(SessionStatement),
 }
 
 impl PgError {
@@ -85,6 +94,18 @@ impl PgError {
             target: target(config),
             error,
         }
+    }
+
+    /// The server's error, if this is one: as
+    /// [`tokio_postgres::Error::as_db_error`].
+    pub fn as_db_error(&self) -> Option<&tokio_postgres::error::DbError> {
+        self.as_db().and_then(tokio_postgres::Error::as_db_error)
+    }
+
+    /// The SQLSTATE of the server's error, if this is one: as
+    /// [`tokio_postgres::Error::code`].
+    pub fn code(&self) -> Option<&tokio_postgres::error::SqlState> {
+        self.as_db().and_then(tokio_postgres::Error::code)
     }
 
     /// Whether a fleet budget had no free ticket.
@@ -112,6 +133,7 @@ impl fmt::Display for PgError {
                  (SQLSTATE 25006, 57P01, 57P02, 57P03 or class 08 on this or an older \
                  connection to it)",
             ),
+            Self::SessionStateBehindPooler(statement) => fmt::Display::fmt(statement, f),
             Self::NamedStatementBehindPooler => f.write_str(
                 "prepare_cached keeps a named statement across transactions, which a \
                  transaction-mode pooler that keeps no named statements \
@@ -129,7 +151,10 @@ impl Error for PgError {
             Self::Db(e) => e.source(),
             Self::Connect { error, .. } => Some(error),
             Self::Password(e) => Some(&**e),
-            Self::FleetBudget(_) | Self::NamedStatementBehindPooler | Self::Retired => None,
+            Self::FleetBudget(_)
+            | Self::NamedStatementBehindPooler
+            | Self::Retired
+            | Self::SessionStateBehindPooler(_) => None,
             Self::Config(e) => e.source(),
             Self::Relay(e) => Some(e),
         }

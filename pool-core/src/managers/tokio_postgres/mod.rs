@@ -211,7 +211,6 @@ mod error;
 mod failover;
 mod manager;
 mod query;
-mod session;
 mod statements;
 mod timeout;
 mod transaction;

@@ -5,10 +5,12 @@
 use std::sync::atomic::Ordering;
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Error, Row, SimpleQueryMessage, Statement, ToStatement};
+use tokio_postgres::{Row, SimpleQueryMessage, Statement, ToStatement};
 
 use super::client::PgClient;
-use super::session::{session_state, TxChange};
+use super::error::PgError;
+use crate::managers::pooler::SessionStatement;
+use crate::managers::session::{session_state, TxChange};
 use crate::PoolerMode;
 
 impl PgClient {
@@ -21,9 +23,15 @@ impl PgClient {
     /// then a query given as text runs as a typed unnamed statement in one
     /// round trip, and a [`Statement`] you prepared yourself is run as it is.
     ///
+    /// Behind a transaction-mode pooler ([`PoolerMode::Transaction`], with
+    /// statements passed through or not), text that sets session state is
+    /// refused before anything is sent (see
+    /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
+    ///
     /// # Errors
     ///
-    /// The driver's error.
+    /// [`PgError::SessionStateBehindPooler`]: behind a pooler, the text
+    /// sets session state. Else the driver's error ([`PgError::Db`]).
     ///
     /// # Cancel safety
     ///
@@ -34,16 +42,16 @@ impl PgClient {
         &self,
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, Error>
+    ) -> Result<Vec<Row>, PgError>
     where
         T: ?Sized + PgStatement,
     {
-        match self.pooled_text(statement) {
+        match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                self.observe(self.inner.client.query_typed(sql, &typed).await)
+                Ok(self.observe(self.inner.client.query_typed(sql, &typed).await)?)
             }
-            None => self.observe(self.inner.client.query(statement, params).await),
+            None => Ok(self.observe(self.inner.client.query(statement, params).await)?),
         }
     }
 
@@ -52,8 +60,8 @@ impl PgClient {
     ///
     /// # Errors
     ///
-    /// The driver's error, also when the query returns no row or more than
-    /// one.
+    /// As [`query`](Self::query); the driver's error also when the query
+    /// returns no row or more than one.
     ///
     /// # Cancel safety
     ///
@@ -62,16 +70,16 @@ impl PgClient {
         &self,
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row, Error>
+    ) -> Result<Row, PgError>
     where
         T: ?Sized + PgStatement,
     {
-        match self.pooled_text(statement) {
+        match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                self.observe(self.inner.client.query_typed_one(sql, &typed).await)
+                Ok(self.observe(self.inner.client.query_typed_one(sql, &typed).await)?)
             }
-            None => self.observe(self.inner.client.query_one(statement, params).await),
+            None => Ok(self.observe(self.inner.client.query_one(statement, params).await)?),
         }
     }
 
@@ -80,7 +88,8 @@ impl PgClient {
     ///
     /// # Errors
     ///
-    /// The driver's error, also when the query returns more than one row.
+    /// As [`query`](Self::query); the driver's error also when the query
+    /// returns more than one row.
     ///
     /// # Cancel safety
     ///
@@ -89,16 +98,16 @@ impl PgClient {
         &self,
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, Error>
+    ) -> Result<Option<Row>, PgError>
     where
         T: ?Sized + PgStatement,
     {
-        match self.pooled_text(statement) {
+        match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                self.observe(self.inner.client.query_typed_opt(sql, &typed).await)
+                Ok(self.observe(self.inner.client.query_typed_opt(sql, &typed).await)?)
             }
-            None => self.observe(self.inner.client.query_opt(statement, params).await),
+            None => Ok(self.observe(self.inner.client.query_opt(statement, params).await)?),
         }
     }
 
@@ -107,7 +116,7 @@ impl PgClient {
     ///
     /// # Errors
     ///
-    /// The driver's error.
+    /// As [`query`](Self::query).
     ///
     /// # Cancel safety
     ///
@@ -116,88 +125,126 @@ impl PgClient {
         &self,
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, Error>
+    ) -> Result<u64, PgError>
     where
         T: ?Sized + PgStatement,
     {
-        match self.pooled_text(statement) {
+        match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                self.observe(self.inner.client.execute_typed(sql, &typed).await)
+                Ok(self.observe(self.inner.client.execute_typed(sql, &typed).await)?)
             }
-            None => self.observe(self.inner.client.execute(statement, params).await),
+            None => Ok(self.observe(self.inner.client.execute(statement, params).await)?),
         }
     }
 
     /// Runs statements separated by `;` with the simple protocol, like
-    /// [`Client::batch_execute`](tokio_postgres::Client::batch_execute). Behind a pooler, statements that set
-    /// session state are logged at `WARN` (see
+    /// [`Client::batch_execute`](tokio_postgres::Client::batch_execute). Behind a pooler, text that sets
+    /// session state is refused before anything is sent (see
     /// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
     ///
     /// # Errors
     ///
-    /// The driver's error.
+    /// As [`query`](Self::query).
     ///
     /// # Cancel safety
     ///
     /// As `Client::batch_execute`.
-    pub async fn batch_execute(&self, query: &str) -> Result<(), Error> {
-        self.inspect(query);
-        self.observe(self.inner.client.batch_execute(query).await)
+    pub async fn batch_execute(&self, query: &str) -> Result<(), PgError> {
+        self.inspect(query)?;
+        Ok(self.observe(self.inner.client.batch_execute(query).await)?)
     }
 
     /// Runs statements with the simple protocol and returns their text
-    /// rows, like [`Client::simple_query`](tokio_postgres::Client::simple_query); behind a pooler, inspected as
+    /// rows, like [`Client::simple_query`](tokio_postgres::Client::simple_query); behind a pooler, looked at as
     /// [`batch_execute`](Self::batch_execute).
     ///
     /// # Errors
     ///
-    /// The driver's error.
+    /// As [`query`](Self::query).
     ///
     /// # Cancel safety
     ///
     /// As `Client::simple_query`.
-    pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
-        self.inspect(query);
-        self.observe(self.inner.client.simple_query(query).await)
+    pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, PgError> {
+        self.inspect(query)?;
+        Ok(self.observe(self.inner.client.simple_query(query).await)?)
+    }
+
+    /// Prepares a statement, like
+    /// [`Client::prepare`](tokio_postgres::Client::prepare); behind a
+    /// pooler, its text is looked at as [`batch_execute`](Self::batch_execute)'s.
+    ///
+    /// # Errors
+    ///
+    /// As [`query`](Self::query).
+    ///
+    /// # Cancel safety
+    ///
+    /// As `Client::prepare`.
+    pub async fn prepare(&self, query: &str) -> Result<Statement, PgError> {
+        if self.inner.pooler_mode == PoolerMode::Transaction {
+            refuse(query)?;
+        }
+        Ok(self.observe(self.inner.client.prepare(query).await)?)
     }
 
     /// Behind a transaction-mode pooler, looks at what a query given as text
     /// does to the session; with unnamed statements, its text. `None`: run
     /// it as the driver does.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::SessionStateBehindPooler`]: the text sets session state.
     pub(super) fn pooled_text<'q, T: ?Sized + PgStatement>(
         &self,
         statement: &'q T,
-    ) -> Option<&'q str> {
+    ) -> Result<Option<&'q str>, PgError> {
         if self.inner.pooler_mode != PoolerMode::Transaction {
-            return None;
+            return Ok(None);
         }
-        let sql = statement.text()?;
-        self.inspect(sql);
-        self.inner.unnamed.then_some(sql)
+        let Some(sql) = statement.text() else {
+            return Ok(None);
+        };
+        self.inspect(sql)?;
+        Ok(self.inner.unnamed.then_some(sql))
     }
 
-    /// Behind a pooler: warns about session state, follows `BEGIN`/`COMMIT`
-    /// sent as text.
-    pub(super) fn inspect(&self, sql: &str) {
+    /// Behind a pooler: refuses session state (see
+    /// [`SessionStatement`]), follows `BEGIN`/`COMMIT` sent as text.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::SessionStateBehindPooler`]: the text sets session state;
+    /// nothing is followed then, as nothing is sent.
+    pub(super) fn inspect(&self, sql: &str) -> Result<(), PgError> {
         if self.inner.pooler_mode != PoolerMode::Transaction {
-            return;
+            return Ok(());
         }
         let found = session_state(sql);
-        if let Some(kind) = found.session_state {
-            tracing::warn!(
-                statement = kind,
-                "session state set through a pooled connection behind a transaction-mode \
-                 pooler (PoolerMode::Transaction): it stays on whichever server connection ran \
-                 it, where other clients see it, and is missing from the next transaction; \
-                 use SET LOCAL / transaction-level locks inside a transaction"
-            );
+        if let Some(refused) = SessionStatement::judge(found.session_state) {
+            return Err(PgError::SessionStateBehindPooler(refused));
         }
         match found.tx {
             Some(TxChange::Begin) => self.inner.raw_tx.store(true, Ordering::Relaxed),
             Some(TxChange::End) => self.inner.raw_tx.store(false, Ordering::Relaxed),
             None => {}
         }
+        Ok(())
+    }
+}
+
+/// Behind a pooler, for text that begins no transaction the pooled client
+/// follows (prepared, or run in a [`PgTransaction`](super::PgTransaction)):
+/// refuses session state.
+///
+/// # Errors
+///
+/// [`PgError::SessionStateBehindPooler`]: the text sets session state.
+pub(super) fn refuse(sql: &str) -> Result<(), PgError> {
+    match SessionStatement::in_text(sql) {
+        Some(refused) => Err(PgError::SessionStateBehindPooler(refused)),
+        None => Ok(()),
     }
 }
 

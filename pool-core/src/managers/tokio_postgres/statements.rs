@@ -6,6 +6,8 @@ use tokio_postgres::Statement;
 use super::cache::StatementCacheStats;
 use super::client::PgClient;
 use super::error::PgError;
+use super::query::refuse;
+use crate::PoolerMode;
 
 impl PgClient {
     /// Prepares a statement, or returns the one this connection already
@@ -31,6 +33,8 @@ impl PgClient {
     /// with the text instead). A relayed connection, and every connection
     /// whose statements pass through, caches statements as in
     /// [`PoolerMode::Session`](crate::PoolerMode::Session).
+    /// [`PgError::SessionStateBehindPooler`]: behind a transaction-mode
+    /// pooler, the text sets session state.
     ///
     /// # Cancel safety
     ///
@@ -38,6 +42,9 @@ impl PgClient {
     pub async fn prepare_cached(&self, query: &str) -> Result<Statement, PgError> {
         if self.inner.unnamed && !self.inner.relayed {
             return Err(PgError::NamedStatementBehindPooler);
+        }
+        if self.inner.pooler_mode == PoolerMode::Transaction {
+            refuse(query)?;
         }
         if let Some(statement) = self.inner.cache.get(query) {
             return Ok(statement);

@@ -4,12 +4,17 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+use super::error::PgError;
+
 /// A query run under a time limit failed or ran out of time.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum QueryError {
     /// The query failed within the limit; the driver's error is the source.
     Db(tokio_postgres::Error),
+    /// The pooled client refused the query before sending it (see
+    /// [`PgError::SessionStateBehindPooler`]); that error is the source.
+    Refused(PgError),
     /// The limit passed; the cancel request was delivered to the server and
     /// the connection will be closed when it returns to the pool.
     TimedOut {
@@ -46,6 +51,7 @@ impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QueryError::Db(_) => f.write_str("query failed"),
+            QueryError::Refused(e) => fmt::Display::fmt(e, f),
             QueryError::TimedOut { limit } => {
                 write!(f, "query did not finish within {limit:?} and was cancelled")
             }
@@ -66,6 +72,7 @@ impl Error for QueryError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             QueryError::Db(e) => Some(e),
+            QueryError::Refused(e) => e.source(),
             QueryError::CancelFailed { error: Some(e), .. } => Some(e),
             QueryError::TimedOut { .. } | QueryError::CancelFailed { error: None, .. } => None,
         }
@@ -75,5 +82,14 @@ impl Error for QueryError {
 impl From<tokio_postgres::Error> for QueryError {
     fn from(e: tokio_postgres::Error) -> Self {
         QueryError::Db(e)
+    }
+}
+
+impl From<PgError> for QueryError {
+    fn from(e: PgError) -> Self {
+        match e {
+            PgError::Db(e) => QueryError::Db(e),
+            e => QueryError::Refused(e),
+        }
     }
 }

@@ -4,7 +4,13 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use tokio_postgres::{Error, IsolationLevel, Transaction, TransactionBuilder};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error, IsolationLevel, Row, SimpleQueryMessage, Statement};
+use tokio_postgres::{Transaction, TransactionBuilder};
+
+use super::error::PgError;
+use super::query::{refuse, PgStatement};
+use crate::PoolerMode;
 
 /// A `tokio_postgres` transaction whose end the pool can see.
 ///
@@ -13,16 +19,125 @@ use tokio_postgres::{Error, IsolationLevel, Transaction, TransactionBuilder};
 /// Until one of them succeeds, the connection counts as dirty and the
 /// [`Rollback`](super::ResetMode::Rollback) mode sends `ROLLBACK` when it
 /// comes back to the pool. Dropping it rolls back as `tokio_postgres` does.
+///
+/// Its own `query`, `query_one`, `query_opt`, `execute`, `batch_execute`,
+/// `simple_query` and `prepare` are the driver's, but behind a
+/// transaction-mode pooler they refuse text that sets session state, as
+/// the pooled client's do (see
+/// [`PostgresManager::pooler_mode`](super::PostgresManager::pooler_mode)).
 #[must_use = "dropping the transaction rolls it back"]
 pub struct PgTransaction<'a> {
     tx: Transaction<'a>,
     /// The owning `PgClient`'s "transaction open" mark.
     open: &'a mut bool,
+    /// Behind a transaction-mode pooler: query texts are looked at.
+    behind_pooler: bool,
+}
+
+/// Forwards a text-taking method of [`Transaction`], looking at the text
+/// first behind a pooler.
+macro_rules! checked {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $out:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Errors
+        ///
+        /// [`PgError::SessionStateBehindPooler`]: behind a transaction-mode
+        /// pooler, the text sets session state (nothing is sent). Else the
+        /// driver's error ([`PgError::Db`]).
+        ///
+        /// # Cancel safety
+        ///
+        /// As the driver's method.
+        pub async fn $name<T>(&self, statement: &T, $($arg: $ty),*) -> Result<$out, PgError>
+        where
+            T: ?Sized + PgStatement,
+        {
+            self.look(statement.text())?;
+            Ok(self.tx.$name(statement, $($arg),*).await?)
+        }
+    };
 }
 
 impl<'a> PgTransaction<'a> {
-    pub(super) fn new(tx: Transaction<'a>, open: &'a mut bool) -> Self {
-        Self { tx, open }
+    pub(super) fn new(tx: Transaction<'a>, open: &'a mut bool, behind_pooler: bool) -> Self {
+        Self {
+            tx,
+            open,
+            behind_pooler,
+        }
+    }
+
+    /// Behind a pooler, refuses text that sets session state.
+    fn look(&self, text: Option<&str>) -> Result<(), PgError> {
+        match text {
+            Some(sql) if self.behind_pooler => refuse(sql),
+            _ => Ok(()),
+        }
+    }
+
+    checked!(
+        /// Runs a query and returns its rows, like [`Transaction::query`].
+        query(params: &[&(dyn ToSql + Sync)]) -> Vec<Row>
+    );
+    checked!(
+        /// Runs a query that returns exactly one row, like
+        /// [`Transaction::query_one`].
+        query_one(params: &[&(dyn ToSql + Sync)]) -> Row
+    );
+    checked!(
+        /// Runs a query that returns at most one row, like
+        /// [`Transaction::query_opt`].
+        query_opt(params: &[&(dyn ToSql + Sync)]) -> Option<Row>
+    );
+    checked!(
+        /// Runs a statement and returns the number of rows it changed, like
+        /// [`Transaction::execute`].
+        execute(params: &[&(dyn ToSql + Sync)]) -> u64
+    );
+
+    /// Runs statements separated by `;` with the simple protocol, like
+    /// [`Transaction::batch_execute`].
+    ///
+    /// # Errors
+    ///
+    /// As [`query`](Self::query).
+    ///
+    /// # Cancel safety
+    ///
+    /// As the driver's method.
+    pub async fn batch_execute(&self, query: &str) -> Result<(), PgError> {
+        self.look(Some(query))?;
+        Ok(self.tx.batch_execute(query).await?)
+    }
+
+    /// Runs statements with the simple protocol and returns their text
+    /// rows, like [`Transaction::simple_query`].
+    ///
+    /// # Errors
+    ///
+    /// As [`query`](Self::query).
+    ///
+    /// # Cancel safety
+    ///
+    /// As the driver's method.
+    pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, PgError> {
+        self.look(Some(query))?;
+        Ok(self.tx.simple_query(query).await?)
+    }
+
+    /// Prepares a statement, like [`Transaction::prepare`].
+    ///
+    /// # Errors
+    ///
+    /// As [`query`](Self::query).
+    ///
+    /// # Cancel safety
+    ///
+    /// As the driver's method.
+    pub async fn prepare(&self, query: &str) -> Result<Statement, PgError> {
+        self.look(Some(query))?;
+        Ok(self.tx.prepare(query).await?)
     }
 
     /// Commits, like [`Transaction::commit`], and clears the mark.
@@ -38,7 +153,7 @@ impl<'a> PgTransaction<'a> {
     /// connection is rolled back on return (a no-op if the commit went
     /// through).
     pub async fn commit(self) -> Result<(), Error> {
-        let Self { tx, open } = self;
+        let Self { tx, open, .. } = self;
         tx.commit().await?;
         *open = false;
         Ok(())
@@ -54,7 +169,7 @@ impl<'a> PgTransaction<'a> {
     ///
     /// As for [`commit`](Self::commit).
     pub async fn rollback(self) -> Result<(), Error> {
-        let Self { tx, open } = self;
+        let Self { tx, open, .. } = self;
         tx.rollback().await?;
         *open = false;
         Ok(())
@@ -87,11 +202,20 @@ impl fmt::Debug for PgTransaction<'_> {
 pub struct PgTransactionBuilder<'a> {
     builder: TransactionBuilder<'a>,
     open: &'a mut bool,
+    behind_pooler: bool,
 }
 
 impl<'a> PgTransactionBuilder<'a> {
-    pub(super) fn new(builder: TransactionBuilder<'a>, open: &'a mut bool) -> Self {
-        Self { builder, open }
+    pub(super) fn new(
+        builder: TransactionBuilder<'a>,
+        open: &'a mut bool,
+        pooler_mode: PoolerMode,
+    ) -> Self {
+        Self {
+            builder,
+            open,
+            behind_pooler: pooler_mode == PoolerMode::Transaction,
+        }
     }
 
     /// Sets the isolation level.
@@ -99,6 +223,7 @@ impl<'a> PgTransactionBuilder<'a> {
         Self {
             builder: self.builder.isolation_level(level),
             open: self.open,
+            behind_pooler: self.behind_pooler,
         }
     }
 
@@ -107,6 +232,7 @@ impl<'a> PgTransactionBuilder<'a> {
         Self {
             builder: self.builder.read_only(read_only),
             open: self.open,
+            behind_pooler: self.behind_pooler,
         }
     }
 
@@ -115,6 +241,7 @@ impl<'a> PgTransactionBuilder<'a> {
         Self {
             builder: self.builder.deferrable(deferrable),
             open: self.open,
+            behind_pooler: self.behind_pooler,
         }
     }
 
@@ -129,10 +256,14 @@ impl<'a> PgTransactionBuilder<'a> {
     ///
     /// Cancel safe for the pool: the mark is set before anything is sent.
     pub async fn start(self) -> Result<PgTransaction<'a>, Error> {
-        let Self { builder, open } = self;
+        let Self {
+            builder,
+            open,
+            behind_pooler,
+        } = self;
         *open = true;
         let tx = builder.start().await?;
-        Ok(PgTransaction::new(tx, open))
+        Ok(PgTransaction::new(tx, open, behind_pooler))
     }
 }
 

@@ -56,8 +56,10 @@ pub(super) type Log = Arc<Mutex<Vec<Op>>>;
 pub(super) const WRITE_SQL: &str = "INSERT INTO t (port) SELECT inet_server_port() RETURNING port";
 pub(super) const READ_SQL: &str = "SELECT inet_server_port()";
 
-fn query_outcome(r: Result<tokio_postgres::Row, tokio_postgres::Error>) -> Outcome {
-    match r {
+fn query_outcome(
+    r: Result<tokio_postgres::Row, impl Into<pool_core::managers::tokio_postgres::PgError>>,
+) -> Outcome {
+    match r.map_err(Into::into) {
         Ok(row) => Outcome::Ok(row.get(0)),
         Err(e) => Outcome::Query(e.code().cloned()),
     }
