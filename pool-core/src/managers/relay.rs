@@ -1944,6 +1944,191 @@ mod tests {
         assert!(rw.statements.get(b"b").is_none() && rw.statements.get(b"c").is_none());
     }
 
+    fn query(sql: &str) -> Vec<u8> {
+        msg(b'Q', &[sql.as_bytes(), b"\0"])
+    }
+
+    /// The `ErrorResponse` of a refused statement, as the driver gets it.
+    fn refusal(statement: SessionStatement) -> Vec<u8> {
+        let mut out = Vec::new();
+        error_response(&mut out, statement);
+        out
+    }
+
+    #[test]
+    fn a_refused_simple_query_runs_as_the_empty_query_and_fails_with_0a000() {
+        let mut rw = logged_in();
+        let out = up(&mut rw, &[query("LISTEN jobs")]);
+        assert_eq!(out, query(""));
+        // The server's answer to the empty query, in a transaction: its
+        // EmptyQueryResponse becomes the refusal, its status stays.
+        let back = down(&mut rw, &[msg(b'I', &[]), ready(b'T')]);
+        assert_eq!(
+            back,
+            [refusal(SessionStatement::Listen), ready(b'T')].concat()
+        );
+        let sent = messages(&back);
+        let body = String::from_utf8_lossy(&sent[0].1);
+        assert!(body.contains("C0A000\0"), "{body}");
+        assert!(
+            body.contains("LISTEN cannot work behind a transaction-mode pooler"),
+            "{body}"
+        );
+        // What is not refused passes as it is.
+        for sql in [
+            "SELECT 1",
+            "SET LOCAL x.y = 1",
+            "UNLISTEN *",
+            "SELECT 'SET'",
+        ] {
+            assert_eq!(up(&mut rw, &[query(sql)]), query(sql), "{sql}");
+            let back = down(&mut rw, &[command_complete("SELECT 1"), ready(b'I')]);
+            assert_eq!(tags(&back), b"CZ".to_vec(), "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_refused_parse_drops_its_batch_up_to_sync_and_fails_before_its_ready() {
+        let mut rw = logged_in();
+        let out = up(
+            &mut rw,
+            &[
+                parse("s1", "SELECT 1"),
+                bind("s1"),
+                execute(),
+                parse("s2", "SELECT pg_advisory_lock(1)"),
+                msg(b'D', &[b"Ss2\0"]),
+                bind("s2"),
+                execute(),
+                sync(),
+            ],
+        );
+        // What came before the refused Parse, and the Sync.
+        assert_eq!(tags(&out), b"PBES".to_vec());
+        assert!(!names(&out, "SELECT pg_advisory_lock(1)"));
+        let back = down(
+            &mut rw,
+            &[
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                ready(b'I'),
+            ],
+        );
+        assert_eq!(
+            back,
+            [
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                refusal(SessionStatement::AdvisoryLock),
+                ready(b'I'),
+            ]
+            .concat()
+        );
+        // The refused statement is not held: as one whose Parse failed.
+        assert_eq!(rw.statements.len(), 1);
+        let mut out = Vec::new();
+        assert!(rw
+            .client_bytes(&[bind("s2"), sync()].concat(), &mut out)
+            .is_err());
+    }
+
+    #[test]
+    fn a_server_error_before_a_refused_parse_is_the_batch_s_only_error() {
+        let mut rw = logged_in();
+        let out = up(
+            &mut rw,
+            &[parse("s1", "SELEC 1"), parse("s2", "SET x.y = 1"), sync()],
+        );
+        assert_eq!(tags(&out), b"PS".to_vec());
+        let failed = msg(b'E', &[b"SERROR\0C42601\0Msyntax error\0\0"]);
+        let back = down(&mut rw, &[failed.clone(), ready(b'I')]);
+        assert_eq!(back, [failed, ready(b'I')].concat());
+        // The next batch is answered as the server answers it.
+        up(&mut rw, &[parse("s3", "SELECT 3"), sync()]);
+        let back = down(&mut rw, &[parse_complete(), ready(b'I')]);
+        assert_eq!(back, [parse_complete(), ready(b'I')].concat());
+    }
+
+    #[test]
+    fn refusals_between_pipelined_batches_keep_every_answer_in_place() {
+        let input = [
+            query("SELECT 1"),
+            query("SET search_path TO x"),
+            parse("s1", "SELECT $1::int4"),
+            bind("s1"),
+            execute(),
+            sync(),
+            parse("s2", "LISTEN c"),
+            bind("s2"),
+            execute(),
+            sync(),
+            query("SELECT 2"),
+        ]
+        .concat();
+        let replies = [
+            command_complete("SELECT 1"),
+            ready(b'I'),
+            msg(b'I', &[]),
+            ready(b'I'),
+            parse_complete(),
+            bind_complete(),
+            command_complete("SELECT 1"),
+            ready(b'I'),
+            ready(b'I'),
+            command_complete("SELECT 1"),
+            ready(b'I'),
+        ]
+        .concat();
+        let want = [
+            command_complete("SELECT 1"),
+            ready(b'I'),
+            refusal(SessionStatement::Set),
+            ready(b'I'),
+            parse_complete(),
+            bind_complete(),
+            command_complete("SELECT 1"),
+            ready(b'I'),
+            refusal(SessionStatement::Listen),
+            ready(b'I'),
+            command_complete("SELECT 1"),
+            ready(b'I'),
+        ]
+        .concat();
+        let sent = [
+            query("SELECT 1"),
+            query(""),
+            msg(b'P', &[b"\0SELECT $1::int4\0", &[0, 0]]),
+            bind(""),
+            execute(),
+            sync(),
+            sync(),
+            query("SELECT 2"),
+        ]
+        .concat();
+        for cut in 0..input.len().max(replies.len()) {
+            let mut rw = logged_in();
+            let mut out = Vec::new();
+            let at = cut.min(input.len());
+            rw.client_bytes(&input[..at], &mut out).expect("first part");
+            rw.client_bytes(&input[at..], &mut out)
+                .expect("second part");
+            assert_eq!(out, sent, "cut at {cut}");
+            // In place, as the rewriting stream reads: what is owed goes
+            // before the next read's bytes.
+            let mut back = Vec::new();
+            let at = cut.min(replies.len());
+            for part in [&replies[..at], &replies[at..]] {
+                let mut buf = part.to_vec();
+                let kept = rw.server_in_place(&mut buf).expect("replies");
+                back.extend_from_slice(&buf[..kept]);
+                back.append(rw.take_owed());
+            }
+            assert_eq!(back, want, "cut at {cut}");
+        }
+    }
+
     #[test]
     fn messages_split_anywhere_come_out_the_same() {
         let input = [
@@ -2071,6 +2256,32 @@ mod tests {
         driver.read_exact(&mut back).await.expect("login read");
         assert_eq!(back[..], ready(b'I'));
         (driver, server)
+    }
+
+    #[cfg(feature = "tokio-postgres")]
+    #[tokio::test]
+    async fn the_rewriting_stream_answers_a_refusal_in_a_small_read_buffer() {
+        let (mut driver, mut server) = rewriting_pair().await;
+        driver.write_all(&query("LISTEN c")).await.expect("write");
+        driver.flush().await.expect("flush");
+        let mut got = vec![0; query("").len()];
+        server.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, query(""));
+        server
+            .write_all(&[msg(b'I', &[]), ready(b'I')].concat())
+            .await
+            .expect("reply");
+        // Read a few bytes at a time: the refusal and the ReadyForQuery
+        // after it come out whole and in order.
+        let want = [refusal(SessionStatement::Listen), ready(b'I')].concat();
+        let mut back = Vec::new();
+        while back.len() < want.len() {
+            let mut small = [0; 7];
+            let n = driver.read(&mut small).await.expect("read");
+            assert!(n > 0, "the stream ended");
+            back.extend_from_slice(&small[..n]);
+        }
+        assert_eq!(back, want);
     }
 
     #[cfg(feature = "tokio-postgres")]
