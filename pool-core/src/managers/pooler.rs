@@ -28,9 +28,9 @@
 ///   looks at every `Query` and `Parse`: it answers a refused one with an
 ///   error of SQLSTATE `0A000` (`feature_not_supported`) and the same
 ///   message, in place of the server's answer, and the connection goes on.
-/// - sqlx with statements passed through: queries run on `&Pool` are
-///   refused the same way; queries on a checked-out connection or its
-///   transaction go to the driver unread.
+/// - sqlx with statements passed through: not checked. The pool never reads
+///   a query's text there (`&Pool` hands the query to the connection as
+///   it is), so such statements reach the pooler.
 ///
 /// The look reads the leading words of each `;`-separated statement, not a
 /// parse: a comment or a quoted `;` can hide a statement from it.

@@ -246,15 +246,14 @@ const TRANSACTION_SCOPED: [&str; 4] = [
 ];
 
 /// `result` is the refusal of `sql`, naming `names`.
-fn assert_refused<T>(
-    result: Result<T, impl std::fmt::Display>,
-    sql: &str,
-    names: &str,
-    path: &str,
-) {
+fn assert_refused<T>(result: Result<T, PgError>, sql: &str, names: &str, path: &str) {
     match result {
         Ok(_) => panic!("{path}: `{sql}` was not refused"),
         Err(e) => {
+            assert!(
+                matches!(e, PgError::SessionStateBehindPooler(_)),
+                "{path}: `{sql}`: {e:?}"
+            );
             let text = e.to_string();
             assert!(
                 text.contains("cannot work behind a transaction-mode pooler")

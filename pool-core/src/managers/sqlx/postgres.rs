@@ -222,7 +222,13 @@ impl SqlxManager<PgConnection> {
     /// plain statement plus, when a transaction is open, its `ROLLBACK`,
     /// neither of which needs the same server session. Session state (`SET`
     /// without `LOCAL`, `LISTEN`, advisory session locks, temporary tables)
-    /// does not survive a transaction behind such a pooler.
+    /// does not survive a transaction behind such a pooler. With
+    /// [`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) the
+    /// relay refuses `SET` without `LOCAL`, `LISTEN` and session-level
+    /// advisory locks on every path: the query fails with
+    /// `sqlx::Error::Database`, SQLSTATE `0A000`, and nothing of it is sent.
+    /// With statements passed through the pool does not read query texts
+    /// (sqlx hands them to the connection), so nothing is refused.
     ///
     /// Statements are handled as
     /// [`pooler_statements`](Self::pooler_statements) says: by default

@@ -113,8 +113,8 @@
 //!   parameters needs no describe. With `sslmode=require` the manager
 //!   connects as usual, with TLS and without the relay: then only those
 //!   text queries are unnamed; other `Client` methods reached through
-//!   `Deref` (`query_raw`, `prepare`, `copy_in`, ...) are the driver's,
-//!   unchanged, so a statement you `prepare` yourself is valid only until
+//!   `Deref` (`query_raw`, `copy_in`, ...) and [`PgClient::prepare`] are
+//!   the driver's, unchanged, so a statement you `prepare` yourself is valid only until
 //!   the end of its transaction, [`PgClient::prepare_cached`] fails with
 //!   [`PgError::NamedStatementBehindPooler`], and custom-type lookups are
 //!   not safe.
@@ -125,16 +125,20 @@
 //!   [fleet budget](PostgresManager::fleet_budget) need a session:
 //!   [`PostgresManager::validate`] and `Pool::new` refuse them
 //!   ([`PgConfigError`]).
-//! - Statements sent as text through the pooled client that set session
-//!   state are logged at `WARN` (target `pool_core::managers::tokio_postgres::client`):
-//!   `SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE ... WITH HOLD`,
-//!   `CREATE TEMP`, advisory session locks. They are not refused: some are
-//!   harmless where every client sets the same thing, and the driver gives
-//!   no way to fail a query without sending it. Use `SET LOCAL` and
-//!   `pg_advisory_xact_lock` inside a transaction instead. The check reads
-//!   the leading words of each `;`-separated statement; it is a guard
-//!   against common mistakes, not a parser. Calls on the bare `Client`
-//!   (`conn.client()`) are not seen.
+//! - `SET` without `LOCAL`, `LISTEN` and session-level advisory locks
+//!   given as text to the pooled client (`query`, `query_one`,
+//!   `query_opt`, `execute`, `batch_execute`, `simple_query`, `prepare`,
+//!   `prepare_cached`) or to a [`PgTransaction`] (the same methods) fail
+//!   with [`PgError::SessionStateBehindPooler`] before anything is sent;
+//!   the connection stays usable. Use `SET LOCAL` and
+//!   `pg_advisory_xact_lock` inside a transaction, and a direct or
+//!   session-mode connection for `LISTEN`. `PREPARE`, `DECLARE ... WITH
+//!   HOLD` and `CREATE TEMP` are logged at `WARN` only. The check reads the
+//!   leading words of each `;`-separated statement; it is a guard against
+//!   common mistakes, not a parser. Calls on the bare `Client`
+//!   (`conn.client()`, or its methods reached through `Deref`) are not
+//!   seen by it; with unnamed statements through the relay, the relay
+//!   refuses those too (an error with SQLSTATE `0A000`).
 //!
 //! The cost of unnamed statements: a describe (two round trips and a short
 //! transaction) once per query text and connection, then one round trip

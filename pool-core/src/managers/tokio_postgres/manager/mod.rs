@@ -266,12 +266,15 @@ impl<Tls> PostgresManager<Tls> {
     /// Supavisor) with [`PoolerMode::Transaction`]; [`PoolerMode::Session`]
     /// (the default) is a direct connection.
     ///
-    /// `Transaction` sets the session rules: statements that set session
-    /// state (`SET` without `LOCAL`, `LISTEN`, `PREPARE`, `DECLARE ... WITH
-    /// HOLD`, advisory session locks, temporary tables) sent as text through
-    /// the pooled client are logged at `WARN`, a `BEGIN` sent as text is
-    /// followed for the reset on return, and settings that need a session
-    /// are refused (below). Statements are handled as
+    /// `Transaction` sets the session rules: `SET` without `LOCAL`,
+    /// `LISTEN` and session-level advisory locks given as text to the pooled
+    /// client or its transactions fail with
+    /// [`PgError::SessionStateBehindPooler`] before anything is sent (with
+    /// unnamed statements, the relay refuses them on the driver's own
+    /// `Client` too, with SQLSTATE `0A000`); `PREPARE`, `DECLARE ... WITH
+    /// HOLD` and temporary tables are logged at `WARN`; a `BEGIN` sent as
+    /// text is followed for the reset on return; and settings that need a
+    /// session are refused (below). Statements are handled as
     /// [`pooler_statements`](Self::pooler_statements) says: by default
     /// passed through as the driver names them, on the direct path, for
     /// poolers that keep named statements (PgBouncer 1.21 or later with
