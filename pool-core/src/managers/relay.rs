@@ -319,6 +319,9 @@ impl Rewriter {
     /// [`server_in_place`](Self::server_in_place) left in its buffer: an
     /// added `ErrorResponse` and what followed it in that read. They go to
     /// the driver before anything read after; empty when nothing is owed.
+    /// (The relay task's [`server_bytes`](Self::server_bytes) takes them
+    /// itself.)
+    #[cfg_attr(not(feature = "tokio-postgres"), allow(dead_code))]
     pub(crate) fn take_owed(&mut self) -> &mut Vec<u8> {
         &mut self.owed
     }
