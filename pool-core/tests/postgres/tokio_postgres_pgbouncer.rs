@@ -276,6 +276,18 @@ async fn session_state_is_refused_on(conn: &mut pool_core::managers::tokio_postg
         assert_refused(conn.execute(sql, &[]).await, sql, names, "execute");
         assert_refused(conn.prepare(sql).await, sql, names, "prepare");
         assert_refused(conn.prepare_cached(sql).await, sql, names, "prepare_cached");
+        let timed = conn
+            .with_timeout(Duration::from_secs(30), conn.batch_execute(sql))
+            .await;
+        assert!(
+            matches!(
+                timed,
+                Err(pool_core::managers::tokio_postgres::QueryError::Refused(
+                    PgError::SessionStateBehindPooler(_)
+                ))
+            ),
+            "with_timeout: `{sql}`: {timed:?}"
+        );
         let tx = conn.transaction().await.expect("begin");
         assert_refused(tx.batch_execute(sql).await, sql, names, "tx.batch_execute");
         assert_refused(tx.simple_query(sql).await, sql, names, "tx.simple_query");
