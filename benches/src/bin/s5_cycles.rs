@@ -24,7 +24,12 @@
 //! without valgrind, it prints the time per query on that one worker.
 //! For `ours-mgr`, `OURS_PG_POOLER` picks the pooler setting and
 //! `OURS_PG_QUERY=prepared` runs the query as a cached prepared statement
-//! instead of a simple query.
+//! instead of a simple query. Built with `--features sqlx-manager` too,
+//! `ours-sqlx` with `OURS_PG_POOLER` set runs pool-core's own
+//! `SqlxManager<PgConnection>` with that setting (sqlx's default query, a
+//! cached prepared statement) instead of the benches' small sqlx manager;
+//! with `unnamed`, the relay task and its socket hop run in this process
+//! and are counted.
 
 use std::time::Duration;
 
@@ -74,22 +79,43 @@ fn main() {
         acquire_timeout: Duration::from_secs(30),
     };
     let rt = current_thread();
-    let got = rt.block_on(async {
-        with_db_pool!(kind, &spec, |pool| {
-            if let Err(e) = prewarm(&pool, POOL).await {
-                fail(&format!("warm-up: {e}"));
-            }
-            let started = std::time::Instant::now();
-            let errors = cycles(pool.clone(), n, tasks).await;
-            let ns = started.elapsed().as_nanos() as f64 / n.max(1) as f64;
-            pool.shutdown().await;
-            (errors, ns)
-        })
-    });
+    #[cfg(feature = "sqlx-manager")]
+    if kind == DbKind::OursSqlx && std::env::var_os("OURS_PG_POOLER").is_some() {
+        let got = rt.block_on(async {
+            let pool = pool_benches::pools::sqlx::OursSqlxManager::build(&spec).await?;
+            Ok::<_, String>(measure(pool, n, tasks).await)
+        });
+        report(got, n, tasks, "ours (pool-core's SqlxManager)");
+        return;
+    }
+    let got =
+        rt.block_on(async { with_db_pool!(kind, &spec, |pool| measure(pool, n, tasks).await) });
+    report(got, n, tasks, kind.label());
+}
+
+/// Warms `pool` up, runs the counted loops, closes it: the errors and the
+/// time per query.
+async fn measure<P>(pool: P, n: u64, tasks: u64) -> (u64, f64)
+where
+    P: Contestant,
+    P::Conn: Select1,
+{
+    if let Err(e) = prewarm(&pool, POOL).await {
+        fail(&format!("warm-up: {e}"));
+    }
+    let started = std::time::Instant::now();
+    let errors = cycles(pool.clone(), n, tasks).await;
+    let ns = started.elapsed().as_nanos() as f64 / n.max(1) as f64;
+    pool.shutdown().await;
+    (errors, ns)
+}
+
+/// Prints the time per query, or fails with what went wrong.
+fn report(got: Result<(u64, f64), String>, n: u64, tasks: u64, label: &str) {
     match got {
         Ok((0, ns)) => eprintln!("{n} queries by {tasks} tasks, {ns:.0} ns per query"),
         Ok((errors, _)) => fail(&format!("{errors} queries failed")),
-        Err(e) => fail(&format!("{}: {e}", kind.label())),
+        Err(e) => fail(&format!("{label}: {e}")),
     }
 }
 

@@ -129,3 +129,72 @@ impl Contestant for SqlxPool {
         self.0.close().await;
     }
 }
+
+/// `pool_core::Pool` over pool-core's own sqlx manager
+/// (`SqlxManager<PgConnection>`), the pooler setting picked by
+/// `OURS_PG_POOLER` as for `OursPgManager`: `session` (the direct
+/// connection), `transaction` (named statements passed through) or
+/// `unnamed` (the statement relay task, a local socket hop per message).
+#[cfg(feature = "sqlx-manager")]
+#[derive(Debug, Clone)]
+pub struct OursSqlxManager(
+    pub pool_core::Pool<pool_core::managers::sqlx::SqlxManager<PgConnection>>,
+);
+
+#[cfg(feature = "sqlx-manager")]
+impl OursSqlxManager {
+    /// Connects one connection first, like every `Pool::new`.
+    pub async fn build(spec: &DbSpec) -> Result<Self, String> {
+        use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
+        use pool_core::managers::sqlx::SqlxManager;
+        let manager =
+            SqlxManager::<PgConnection>::from_url(&spec.url).map_err(|e| e.to_string())?;
+        let manager = match std::env::var("OURS_PG_POOLER").as_deref() {
+            Err(_) | Ok("" | "session") => manager,
+            Ok("transaction") => manager.pooler_mode(PoolerMode::Transaction),
+            Ok("unnamed") => manager
+                .pooler_mode(PoolerMode::Transaction)
+                .pooler_statements(PoolerStatements::Unnamed),
+            Ok(other) => {
+                return Err(format!(
+                    "OURS_PG_POOLER={other:?}: session, transaction or unnamed"
+                ))
+            }
+        };
+        let mode = if spec.validate {
+            pool_core::ValidationMode::IsValid
+        } else {
+            pool_core::ValidationMode::None
+        };
+        let config = pool_core::PoolConfig::builder()
+            .name("bench-sqlx-manager")
+            .max_size(spec.max_size)
+            .acquire_timeout(spec.acquire_timeout)
+            .validation_mode(mode)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let pool = pool_core::Pool::new(manager, config)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self(pool))
+    }
+}
+
+#[cfg(feature = "sqlx-manager")]
+impl Contestant for OursSqlxManager {
+    type Conn = PgConnection;
+    type Guard<'a> =
+        pool_core::PooledConnection<pool_core::managers::sqlx::SqlxManager<PgConnection>>;
+
+    async fn get(&self) -> Result<Self::Guard<'_>, String> {
+        self.0.get().await.map_err(|e| e.to_string())
+    }
+
+    fn conn<'g>(guard: &'g mut Self::Guard<'_>) -> &'g mut PgConnection {
+        guard
+    }
+
+    async fn shutdown(self) {
+        self.0.close().await;
+    }
+}
