@@ -43,11 +43,12 @@ impl PgClient {
         if self.inner.unnamed && !self.inner.relayed {
             return Err(PgError::NamedStatementBehindPooler);
         }
+        if let Some(statement) = self.inner.cache.get(query) {
+            // Its text was looked at when it was prepared.
+            return Ok(statement);
+        }
         if self.inner.pooler_mode == PoolerMode::Transaction {
             refuse(query)?;
-        }
-        if let Some(statement) = self.inner.cache.get(query) {
-            return Ok(statement);
         }
         let statement = self.observe(self.inner.client.prepare(query).await)?;
         // An evicted statement is dropped here, after the cache's lock.
