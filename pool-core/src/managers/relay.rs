@@ -427,6 +427,15 @@ impl Rewriter {
                 self.client.bind = true;
                 continue;
             }
+            if tag == b'Q' && input.len() >= len - 4 {
+                // The whole `Query` is here: looked at where it lies.
+                let mut head = std::mem::take(&mut self.client.buf);
+                self.client_query(&head, &input[..len - 4], out)?;
+                input = &input[len - 4..];
+                head.clear();
+                self.client.buf = head;
+                continue;
+            }
             if matches!(tag, b'P' | b'D' | b'C' | b'Q') {
                 if len > MAX_BUFFERED_MESSAGE {
                     return Err(Broken("a statement message too large to rewrite"));
@@ -486,21 +495,7 @@ impl Rewriter {
     fn client_message(&mut self, tag: u8, body: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
         const BAD: Broken = Broken("a statement message that does not parse");
         match tag {
-            b'Q' => {
-                let (sql, _) = split_cstr(body).ok_or(BAD)?;
-                match refused(sql) {
-                    Some(statement) => {
-                        self.refusals.push_back(Refusal {
-                            batch: self.batches_sent,
-                            statement,
-                            empty_query: true,
-                        });
-                        write_message(out, b'Q', &[b"\0"]);
-                    }
-                    None => write_message(out, b'Q', &[body]),
-                }
-                self.client_streamed(b'Q')?;
-            }
+            b'Q' => self.client_query(&[], body, out)?,
             b'P' => {
                 let (name, rest) = split_cstr(body).ok_or(BAD)?;
                 let (sql, _) = split_cstr(rest).ok_or(BAD)?;
@@ -538,6 +533,28 @@ impl Rewriter {
             _ => write_message(out, tag, &[body]),
         }
         Ok(())
+    }
+
+    /// Passes a `Query` (`head`, its header if not written yet, and
+    /// `body`), or, if it sets session state, the empty query in its place.
+    fn client_query(&mut self, head: &[u8], body: &[u8], out: &mut Vec<u8>) -> Result<(), Broken> {
+        let (sql, _) = split_cstr(body).ok_or(Broken("a Query that does not parse"))?;
+        match refused(sql) {
+            Some(statement) => {
+                self.refusals.push_back(Refusal {
+                    batch: self.batches_sent,
+                    statement,
+                    empty_query: true,
+                });
+                write_message(out, b'Q', &[b"\0"]);
+            }
+            None if head.is_empty() => write_message(out, b'Q', &[body]),
+            None => {
+                out.extend_from_slice(head);
+                out.extend_from_slice(body);
+            }
+        }
+        self.client_streamed(b'Q')
     }
 
     /// Rewrites the start of a `Bind` of `need` bytes in all (tag and
