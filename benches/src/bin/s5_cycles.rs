@@ -24,7 +24,7 @@
 //! without valgrind, it prints the time per query on that one worker.
 //! For `ours-mgr`, `OURS_PG_POOLER` picks the pooler setting and
 //! `OURS_PG_QUERY=prepared` runs the query as a cached prepared statement
-//! instead of a simple query. Built with `--features sqlx-manager` too,
+//! instead of a simple query. Built with `--features peers,sqlx-manager`,
 //! `ours-sqlx` with `OURS_PG_POOLER` set runs pool-core's own
 //! `SqlxManager<PgConnection>` with that setting (sqlx's default query, a
 //! cached prepared statement) instead of the benches' small sqlx manager;
@@ -79,7 +79,7 @@ fn main() {
         acquire_timeout: Duration::from_secs(30),
     };
     let rt = current_thread();
-    #[cfg(feature = "sqlx-manager")]
+    #[cfg(all(feature = "peers", feature = "sqlx-manager"))]
     if kind == DbKind::OursSqlx && std::env::var_os("OURS_PG_POOLER").is_some() {
         let got = rt.block_on(async {
             let pool = pool_benches::pools::sqlx::OursSqlxManager::build(&spec).await?;
