@@ -12,8 +12,9 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::PoolConfig;
+use pool_sqlx::Pool as SqlxPool;
+use pool_sqlx::SqlxManager;
 use sqlx::{Connection, PgConnection};
 
 #[tokio::main]
@@ -29,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
     let manager = SqlxManager::<PgConnection>::from_url(&url).context("parsing DATABASE_URL")?;
     // The manager's Debug shows host, port, database and user: never a password.
     println!("manager: {manager:?}");
-    let pool = Pool::new(manager, config)
+    let pool = SqlxPool::new(manager, config)
         .await
         .context("connecting (is PostgreSQL running?)")?;
 
@@ -69,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
     // A transaction dropped without commit. On a pool of one connection the
     // next checkout is sure to get the same backend, so what it sees is the
     // rollback of that very transaction.
-    let single = Pool::new(
+    let single = SqlxPool::new(
         SqlxManager::<PgConnection>::from_url(&url)?,
         PoolConfig::builder()
             .name("sqlx-example-single")

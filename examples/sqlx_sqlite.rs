@@ -13,12 +13,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::PoolConfig;
+use pool_sqlx::Pool as SqlxPool;
+use pool_sqlx::SqlxManager;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, SqliteConnection};
 
-type SqlitePool = Pool<SqlxManager<SqliteConnection>>;
+type SqlitePool = SqlxPool<SqliteConnection>;
 
 const TASKS: i64 = 32;
 const INSERTS_PER_TASK: i64 = 10;
@@ -39,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
         .max_size(4)
         .acquire_timeout(Duration::from_secs(10))
         .build()?;
-    let pool = Pool::new(SqlxManager::<SqliteConnection>::new(options), config).await?;
+    let pool = SqlxPool::new(SqlxManager::<SqliteConnection>::new(options), config).await?;
     println!(
         "pool of up to {} connections on {}",
         pool.metrics().max_size,

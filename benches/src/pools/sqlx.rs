@@ -69,7 +69,7 @@ impl OursSqlx {
             .validation_mode(mode)
             .build()
             .map_err(|e| e.to_string())?;
-        let pool = pool_core::Pool::new(manager, config)
+        let pool = SqlxPool::new(manager, config)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Self(pool))

@@ -3,8 +3,10 @@
 
 use std::str::FromStr;
 
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig, PoolMetrics, PooledConnection};
+use pool_sqlx::SqlxManager;
+
+use pool_core::{PoolConfig, PoolMetrics, PooledConnection};
+use pool_sqlx::Pool as SqlxPool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 
@@ -14,9 +16,9 @@ use super::KvError;
 /// A pool of connections to one of the three backends.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Sqlite(Pool<SqlxManager<SqliteConnection>>),
-    Postgres(Pool<SqlxManager<PgConnection>>),
-    MariaDb(Pool<SqlxManager<MySqlConnection>>),
+    Sqlite(SqlxPool<SqliteConnection>),
+    Postgres(SqlxPool<PgConnection>),
+    MariaDb(SqlxPool<MySqlConnection>),
 }
 
 impl Backend {
@@ -31,15 +33,15 @@ impl Backend {
                     // WAL lets readers run beside the one writer.
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal);
-                Self::Sqlite(Pool::new(SqlxManager::new(options), config).await?)
+                Self::Sqlite(SqlxPool::new(SqlxManager::new(options), config).await?)
             }
             BackendKind::Postgres => {
                 let manager = SqlxManager::from_url(url).map_err(KvError::InvalidUrl)?;
-                Self::Postgres(Pool::new(manager, config).await?)
+                Self::Postgres(SqlxPool::new(manager, config).await?)
             }
             BackendKind::MariaDb => {
                 let manager = SqlxManager::from_url(url).map_err(KvError::InvalidUrl)?;
-                Self::MariaDb(Pool::new(manager, config).await?)
+                Self::MariaDb(SqlxPool::new(manager, config).await?)
             }
         })
     }

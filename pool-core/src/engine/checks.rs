@@ -208,7 +208,7 @@ impl<M: ManageConnection> Engine<M> {
         match checked {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
-                tracing::debug!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&e), "{what} failed; closing connection");
+                tracing::debug!(pool = self.config.name(), error = %pool_api::error_chain::ErrorChain(&e), "{what} failed; closing connection");
                 self.health.set_last_error(std::sync::Arc::new(e));
                 self.saw_failure(self.clock.now());
                 Err(Refused::Retry)

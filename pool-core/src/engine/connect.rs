@@ -512,9 +512,9 @@ impl<M: ManageConnection> Engine<M> {
         let panicked = matches!(&err, OpenError::Panicked(_));
         let (failure, last) = err.into_failure();
         if panicked {
-            tracing::error!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&*last), "connect failed");
+            tracing::error!(pool = self.config.name(), error = %pool_api::error_chain::ErrorChain(&*last), "connect failed");
         } else {
-            tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&*last), "connect failed");
+            tracing::warn!(pool = self.config.name(), error = %pool_api::error_chain::ErrorChain(&*last), "connect failed");
         }
         self.health.set_last_error(last);
         if capacity || panicked {

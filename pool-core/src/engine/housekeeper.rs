@@ -175,7 +175,7 @@ impl<M: ManageConnection> Engine<M> {
                         drop(supply);
                     }
                     Ok(Err(e)) => {
-                        tracing::info!(pool = name, error = %crate::error_chain::ErrorChain(&e), "keepalive ping failed; closing connection");
+                        tracing::info!(pool = name, error = %pool_api::error_chain::ErrorChain(&e), "keepalive ping failed; closing connection");
                     }
                     Err(_) => {
                         tracing::info!(pool = name, "keepalive ping timed out; closing connection");

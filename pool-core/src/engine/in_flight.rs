@@ -256,7 +256,7 @@ async fn return_steps<M: ManageConnection>(
         match tokio::time::timeout(limit, shared.manager.reset(conn.conn_mut())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::warn!(pool = name, error = %crate::error_chain::ErrorChain(&e), "reset failed; closing connection");
+                tracing::warn!(pool = name, error = %pool_api::error_chain::ErrorChain(&e), "reset failed; closing connection");
                 return false; // `conn` closes it (ResetFailed)
             }
             Err(_) => {

@@ -375,7 +375,7 @@ impl<M: ManageConnection> Engine<M> {
         let opened = if retry && !left.is_zero() {
             match &first {
                 Err(OpenError::Backend(e)) => {
-                    tracing::warn!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(e), "connect failed; retrying once");
+                    tracing::warn!(pool = self.config.name(), error = %pool_api::error_chain::ErrorChain(e), "connect failed; retrying once");
                 }
                 Err(OpenError::TimedOut(e)) => {
                     tracing::warn!(pool = self.config.name(), error = %e, "connect timed out; retrying once");
