@@ -213,7 +213,7 @@ cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 # measurement", found in the sources, so a new one needs no entry here.
 measurements=()
 while read -r name; do measurements+=(--skip "$name"); done < <(
-  grep -rh -A3 '#\[ignore = "a measurement' pool-core/tests examples benches |
+  grep -rh -A3 '#\[ignore = "a measurement' pool-core/tests integrations examples benches |
     sed -nE 's/.*fn ([A-Za-z0-9_]+).*/\1/p'
 )
 
@@ -267,12 +267,13 @@ scripts/readme_deps.sh || failed_passes+=("README dependency blocks")
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
   # The tests whose every ignored test needs only initdb, by test binary:
-  # a file under pool-core/tests/ is one; a folder there with a main.rs is
+  # a file under pool-core/tests/ or integrations/testsuite/tests/ is one; a folder there with a main.rs is
   # one whose modules are its other files, nested folders included, picked
   # one by one (a module that also has tests needing a URL is left out,
   # and said so).
   ran_initdb=false
-  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
+  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs \
+    integrations/testsuite/tests/*.rs integrations/testsuite/tests/*/main.rs; do
     if [[ $target == */main.rs ]]; then
       name=$(basename "$(dirname "$target")")
       mapfile -t modules < <(find "$(dirname "$target")" -name '*.rs' ! -path "$target" | sort)
@@ -338,7 +339,7 @@ step "dependency floors (direct dependencies at their lowest versions)"
 MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
   tests "$log" "dependency floors" scripts/min_versions.sh
 
-step "public API (against pool-api/public-api.txt and pool-core/public-api.txt)"
+step "public API (against each library crate's public-api.txt)"
 # A change to the public API fails here until the listing is updated
 # (scripts/api_check.sh --bless), so it shows as a diff in review.
 API_TARGET_DIR="${API_TARGET_DIR:-$target_dir/api}" tests "$log" "public API" scripts/api_check.sh
