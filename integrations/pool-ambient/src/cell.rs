@@ -74,8 +74,8 @@ pub(crate) fn cell_of<M: TransactionalManager>(frame: &Frame) -> Shared<M> {
     }
 }
 
-/// The connection of the current transaction, from [`Pool::current`](crate::Pool::current), or a
-/// plain checkout from [`Pool::current_or_checkout`](crate::Pool::current_or_checkout).
+/// The connection of the current transaction, from [`Pool::current`](crate::AmbientExt::current), or a
+/// plain checkout from [`Pool::current_or_checkout`](crate::AmbientExt::current_or_checkout).
 ///
 /// Derefs to the connection (mutably on sqlx, so `&mut *conn` is an
 /// executor; on tokio-postgres to the shared `PgClient`, whose queries
@@ -96,7 +96,7 @@ pub(crate) enum Held<M: TransactionalManager> {
 
 impl<M: TransactionalManager> TxConn<M> {
     /// Whether this is the current transaction's connection (`false` for
-    /// the plain checkout of [`Pool::current_or_checkout`](crate::Pool::current_or_checkout)).
+    /// the plain checkout of [`Pool::current_or_checkout`](crate::AmbientExt::current_or_checkout)).
     pub fn in_transaction(this: &Self) -> bool {
         !matches!(this.inner, Held::Plain(_))
     }

@@ -6,7 +6,7 @@ use std::fmt;
 
 use pool_api::PoolError;
 
-/// Why a transaction scope, or [`Pool::current`](crate::Pool::current),
+/// Why a transaction scope, or [`Pool::current`](crate::AmbientExt::current),
 /// failed. `E` is the manager's error type (`sqlx::Error`, or
 /// `PgError` for tokio-postgres).
 ///
@@ -16,8 +16,8 @@ use pool_api::PoolError;
 #[non_exhaustive]
 pub enum TxError<E> {
     /// No transaction of this pool is current in this task: asked for with
-    /// [`Pool::current`](crate::Pool::current) or
-    /// [`Pool::after_commit`](crate::Pool::after_commit) outside a scope
+    /// [`Pool::current`](crate::AmbientExt::current) or
+    /// [`Pool::after_commit`](crate::AmbientExt::after_commit) outside a scope
     /// (or in a task started with plain `tokio::spawn`, which does not
     /// inherit it), or by a [`Mandatory`](super::Propagation::Mandatory)
     /// scope.
@@ -40,7 +40,7 @@ pub enum TxError<E> {
     /// their statements would fall inside the savepoint.
     Shared,
     /// The scope's body and its subtasks were done, but a guard from
-    /// [`Pool::current`](crate::Pool::current) was still alive (returned
+    /// [`Pool::current`](crate::AmbientExt::current) was still alive (returned
     /// from the body, or moved into a task started with plain
     /// `tokio::spawn`): nothing is committed, and the transaction is rolled
     /// back when that guard is dropped.

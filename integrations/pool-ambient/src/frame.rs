@@ -275,7 +275,7 @@ impl Drop for Child {
 }
 
 /// Spawns `task` on tokio, handing it the transactions current in this
-/// task, for every pool: inside, [`Pool::current`](crate::Pool::current)
+/// task, for every pool: inside, [`Pool::current`](crate::AmbientExt::current)
 /// finds them as it does here. (A plain `tokio::spawn` hands nothing over:
 /// tokio's task-locals are not inherited, so code in such a task sees no
 /// transaction.)

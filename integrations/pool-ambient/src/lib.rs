@@ -3,14 +3,13 @@
 //! taking `&mut Transaction` as a parameter.
 //!
 //! ```no_run
-//! # #[cfg(feature = "sqlx-postgres")]
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! use pool_ambient::Propagation;
-//! use pool_sqlx::SqlxManager;
-//! use pool_core::{Pool, PoolConfig};
+//! use pool_ambient::{AmbientExt, Propagation};
+//! use pool_core::PoolConfig;
+//! use pool_sqlx::{Pool, SqlxManager};
 //! use sqlx::PgConnection;
 //!
-//! type PgPool = Pool<SqlxManager<PgConnection>>;
+//! type PgPool = Pool<PgConnection>;
 //! type BoxError = Box<dyn std::error::Error + Send + Sync>;
 //!
 //! // Deep in the call stack: no transaction parameter.
@@ -45,10 +44,10 @@
 //!
 //! # How it works
 //!
-//! [`Pool::transaction`](crate::Pool::transaction) returns a [`Scope`];
+//! [`AmbientExt::transaction`] returns a [`Scope`];
 //! its [`run`](Scope::run) pushes a frame on a tokio task-local, keyed by
 //! the pool's identity (so two pools in one task never mix), for the future
-//! it runs. [`Pool::current`](crate::Pool::current) finds the innermost
+//! it runs. [`AmbientExt::current`] finds the innermost
 //! frame of its pool and locks the transaction's connection for as long as
 //! the returned [`TxConn`] lives. The pool's own `get()` and return path are
 //! untouched: code that never opens a scope runs exactly as without this
@@ -75,7 +74,7 @@
 //! `Nested` scope: its `ROLLBACK TO` undoes the failure, and the outer
 //! transaction carries on. (sqlx does not show the server's transaction
 //! status, so on sqlx this check is one more round trip per commit.)
-//! Callbacks registered with [`Pool::after_commit`](crate::Pool::after_commit)
+//! Callbacks registered with [`Pool::after_commit`](crate::AmbientExt::after_commit)
 //! run after the commit of the transaction (or savepoint) they were
 //! registered in, and never after a rollback.
 //!
@@ -85,7 +84,7 @@
 //! work, `ROLLBACK TO` drops it. Two `Nested` scopes polled together on
 //! one transaction (`join!`, `select!`) cannot both be open and both end as
 //! they say, so they take turns: a `Nested` scope waits until a sibling's
-//! savepoint has ended before it opens its own, and [`Pool::current`](crate::Pool::current),
+//! savepoint has ended before it opens its own, and [`Pool::current`](crate::AmbientExt::current),
 //! from code outside the savepoint open now (the other branch of the
 //! `join!`), waits for it too, since its statements would land inside it.
 //! Each savepoint is named by an id of its own and ends exactly itself.
@@ -109,7 +108,7 @@
 //! by this task's own scopes fails at once with [`TxError::Exhausted`]
 //! instead of waiting out `acquire_timeout` for itself. The connection a
 //! scope checks out is recorded at the scope's call site (`#[track_caller]`
-//! on [`Pool::transaction`](crate::Pool::transaction)), so
+//! on [`Pool::transaction`](crate::AmbientExt::transaction)), so
 //! [`Pool::holders`](crate::Pool::holders) and leak reports name it.
 //!
 //! Two things are not detected: a [`TxConn`] held across a call into code
@@ -118,8 +117,8 @@
 //! sibling future which, in turn, waits for that savepoint to end (see
 //! above).
 //!
-//! Available with the sqlx 0.9 features (`sqlx-postgres`, `sqlx-mysql`,
-//! `sqlx-sqlite`) and `tokio-postgres`.
+//! The managers that carry them: pool-sqlx's on sqlx 0.9 (`sqlx-postgres`,
+//! `sqlx-mysql`, `sqlx-sqlite`) and pool-postgres's `PostgresManager`.
 
 mod backend;
 mod cell;
@@ -137,3 +136,10 @@ pub use frame::spawn;
 pub use handle::AmbientExt;
 pub use options::{Isolation, Propagation, TxOptions};
 pub use scope::Scope;
+
+/// Guides: ambient transactions in a service, with an example that
+/// compiles.
+pub mod guide {
+    #[doc = include_str!("../docs/transactions.md")]
+    pub mod transactions {}
+}
