@@ -24,14 +24,59 @@ pub(super) struct Found {
 
 /// Looks at every statement of `sql`. Runs on every text query behind a
 /// transaction-mode pooler, so it is kept to a few dozen instructions for a
-/// short query: it allocates nothing, finds each `;` (and, in a statement
-/// long enough to name an advisory lock function, each `_`) with a plain
-/// loop in a short text and a vectorised search in a long one, and reads
-/// only the first word of a statement unless that word is one of the few it
-/// cares about.
+/// short query: most queries (one statement, its first word no keyword)
+/// are answered by [`one_plain_statement`] inline; otherwise it allocates
+/// nothing, finds each `;` (and, in a statement long enough to name an
+/// advisory lock function, each `_`) with a plain loop in a short text and
+/// a vectorised search in a long one, and reads only the first word of a
+/// statement unless that word is one of the few it cares about.
+#[inline]
 pub(super) fn session_state(sql: &str) -> Found {
+    match one_plain_statement(sql.as_bytes()) {
+        Some(found) => found,
+        None => every_statement(sql.as_bytes()),
+    }
+}
+
+/// What [`session_state`] finds in `text` when that is quick to be sure
+/// of: `text` is one statement (no `;`) of at least 8 bytes, starting at
+/// its first byte (nothing to trim) with a word that begins unlike every
+/// keyword. Then only an advisory lock function can set session state,
+/// and nothing begins or ends a transaction. `None`: look at every
+/// statement.
+#[inline]
+fn one_plain_statement(text: &[u8]) -> Option<Found> {
+    let head = u64::from_le_bytes(*text.first_chunk::<8>()?);
+    // Whitespace (to trim) or a control byte first, or maybe a keyword:
+    // the long way.
+    if head as u8 <= b' ' || keyword_start(head as u32) {
+        return None;
+    }
+    if text.len() <= 16 {
+        // The first and the last 8 bytes cover it.
+        let last = u64::from_le_bytes(*text.last_chunk::<8>()?);
+        let semicolon = ONES * u64::from(b';');
+        if below(head ^ semicolon, 1) | below(last ^ semicolon, 1) != 0 {
+            return None;
+        }
+        // No advisory lock function's name fits in fewer than 16 bytes.
+        if text.len() < 16 {
+            return Some(Found::default());
+        }
+    } else if find(b';', text).is_some() {
+        return None;
+    }
+    Some(Found {
+        session_state: advisory_session_lock(text).then_some("advisory session lock"),
+        tx: None,
+    })
+}
+
+/// Looks at every statement of `text`: what [`session_state`] does.
+#[inline(never)]
+fn every_statement(text: &[u8]) -> Found {
     let mut found = Found::default();
-    let mut rest = sql.as_bytes();
+    let mut rest = text;
     while let Some(end) = find(b';', rest) {
         look_at(&rest[..end], &mut found);
         rest = &rest[end + 1..];
@@ -142,6 +187,45 @@ const COMMIT: u64 = key(b"commit");
 const END: u64 = key(b"end");
 const ABORT: u64 = key(b"abort");
 const ROLLBACK: u64 = key(b"rollback");
+
+/// Whether the first three bytes of `head` (little-endian), folded as
+/// [`key`] folds them, are how one of the keywords above begins: one
+/// multiply and one compare, through a table in which each keyword's first
+/// three letters have a slot of their own (checked when the table is
+/// built). A text whose first word is a keyword always starts so (the
+/// shortest keywords have three letters, and folding makes a letter only
+/// of a letter); a word that merely starts so (`settings`, `comment`) is
+/// looked at the long way. Slots left empty hold 0, which folding never
+/// makes.
+#[inline]
+fn keyword_start(head: u32) -> bool {
+    let start = (head & 0x00ff_ffff) | 0x0020_2020;
+    KEYWORD_STARTS[start_slot(start)] == start
+}
+
+/// `start`'s slot in [`KEYWORD_STARTS`]: the top 4 bits of a 32-bit
+/// multiply by a constant that gives the keywords' starts distinct slots.
+#[inline]
+const fn start_slot(start: u32) -> usize {
+    (start.wrapping_mul(0x644f) >> 28) as usize
+}
+
+/// The first three letters of each keyword, folded, each in its
+/// [`start_slot`].
+static KEYWORD_STARTS: [u32; 16] = {
+    let keys = [
+        SET, LISTEN, PREPARE, DECLARE, CREATE, BEGIN, START, COMMIT, END, ABORT, ROLLBACK,
+    ];
+    let mut table = [0; 16];
+    let mut i = 0;
+    while i < keys.len() {
+        let start = (keys[i] & 0x00ff_ffff) as u32;
+        assert!(table[start_slot(start)] == 0, "two keywords share a slot");
+        table[start_slot(start)] = start;
+        i += 1;
+    }
+    table
+};
 
 /// The [`key`] of the leading word of `text` (up to ASCII whitespace), 0
 /// when that word is empty or longer than any keyword, and what follows it.
@@ -489,6 +573,26 @@ mod tests {
             "declare c cursor for select pg_advisory_lock(1)",
             "declare c cursor with\thold",
             "create temp table t; commit; begin",
+            " SELECT 1",
+            "/* c */ SET x = 1",
+            "-- c\nSET x = 1",
+            "select 1;",
+            "SELECT 1;set x=1",
+            "select pg_advisory_lock(1)",
+            "SELECT PG_ADVISORY_LOCK(1)",
+            "Select Pg_Try_Advisory_Lock(1)",
+            "select pg_advisory_lock(1);",
+            "settings",
+            "COMMIT;",
+            "rollback_x",
+            "x_advisory_lock(1)",
+            "0123456789abcde",
+            "0123456789abcdef",
+            "0123456789abcdefg",
+            "0123456789abcd;f",
+            "0123456789abcde;",
+            "0123456789abcdef;",
+            "selec\0t set x",
             "\u{212a}",
             "",
             ";",
@@ -505,6 +609,93 @@ mod tests {
         ] {
             assert_eq!(session_state(&sql), reference(&sql), "{sql:?}");
             assert!(session_state(&sql).session_state.is_some(), "{sql:?}");
+        }
+    }
+
+    #[test]
+    fn answers_plain_statements_the_quick_way() {
+        for sql in [
+            "SELECT 1",
+            "select * from t where id = $1",
+            "INSERT INTO t (a, b) VALUES ($1, $2)",
+            "update t set a = 1",
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+            "delete from t",
+            "Select pg_advisory_lock(1)",
+            "pg_advisory_lock",
+            "SELECT pg_advisory_xact_lock(1)",
+            "sel\tect 1",
+        ] {
+            let quick = one_plain_statement(sql.as_bytes());
+            assert_eq!(quick, Some(reference(sql)), "{sql:?}");
+        }
+        for sql in [
+            // Shorter than 8 bytes.
+            "SELECT",
+            // Something to trim first.
+            " SELECT 1",
+            "\tselect 1",
+            "\x0bselect 1",
+            "\0select 1",
+            // Starts like a keyword.
+            "SET x = 1",
+            "settings",
+            "Commit;  ",
+            "comment on table t is 'x'",
+            "rollback to a",
+            "ENDless text",
+            // More than one statement.
+            "SELECT 1;",
+            "sel;ect 1",
+            "select 1234;567",
+            "select 12345678;",
+            "select 1234567890;",
+            "select 1; set x = 1",
+        ] {
+            assert_eq!(one_plain_statement(sql.as_bytes()), None, "{sql:?}");
+            assert_eq!(session_state(sql), reference(sql), "{sql:?}");
+        }
+    }
+
+    #[test]
+    fn every_keyword_takes_the_long_way() {
+        for keyword in [
+            "set", "listen", "prepare", "declare", "create", "begin", "start", "commit", "end",
+            "abort", "rollback",
+        ] {
+            for word in [keyword.to_owned(), keyword.to_ascii_uppercase()] {
+                let sql = format!("{word} transaction x");
+                assert_eq!(one_plain_statement(sql.as_bytes()), None, "{sql:?}");
+            }
+        }
+    }
+
+    /// Common first words and pieces of them, for the quick way.
+    const FIRST_WORDS: &[&str] = &[
+        "SELECT ", "select\t", "insert ", "Update ", "with", "sel", "s",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Short texts around the lengths where the quick way reads 8 and
+        /// 16 bytes, made of keywords' letters, `;`, `_` and whitespace.
+        #[test]
+        fn agrees_with_the_reference_on_short_texts(
+            sql in "[sSeEtTlLcCoOmMbBgGnNrRaA;_ \t\x0b\n1]{0,20}"
+        ) {
+            prop_assert_eq!(session_state(&sql), reference(&sql), "{:?}", sql);
+        }
+
+        /// A common first word, then generated SQL: the quick way's texts
+        /// and their near misses.
+        #[test]
+        fn agrees_with_the_reference_after_a_plain_first_word(
+            first in prop::sample::select(FIRST_WORDS),
+            rest in sql(),
+        ) {
+            let sql = format!("{first}{rest}");
+            prop_assert_eq!(session_state(&sql), reference(&sql), "{:?}", sql);
         }
     }
 
