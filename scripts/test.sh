@@ -333,6 +333,11 @@ LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
 step "Miri"
 MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" scripts/miri.sh
 
+step "each library crate alone, with each of its features"
+# `cargo check -p CRATE --no-default-features --features F` per feature
+# (feature sets the main build never uses: their own artifacts, beside it).
+tests "$log" "crates alone" scripts/feature_check.sh
+
 step "dependency floors (direct dependencies at their lowest versions)"
 # A requirement below what the code uses (a method a later patch release
 # added) fails here rather than in a user's build locked at that release.

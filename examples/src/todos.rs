@@ -11,16 +11,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pool_sqlx::SqlxManager;
-
 use pool_core::PoolConfig;
-use pool_sqlx::Pool as SqlxPool;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Acquire, Executor, PgConnection, Postgres};
 
 /// The pool, under the name a `PgPool` program uses.
-pub type PgPool = SqlxPool<PgConnection>;
+pub type PgPool = Pool<PgConnection>;
 
 /// One item of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +66,7 @@ pub async fn connect(url: &str, schema: &str) -> anyhow::Result<PgPool> {
         .max_size(5)
         .acquire_timeout(Duration::from_secs(5))
         .build()?;
-    let pool = SqlxPool::new(SqlxManager::new(options), config).await?;
+    let pool = Pool::new(SqlxManager::new(options), config).await?;
 
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "CREATE SCHEMA IF NOT EXISTS {schema}"
