@@ -109,7 +109,7 @@
 //! instead of waiting out `acquire_timeout` for itself. The connection a
 //! scope checks out is recorded at the scope's call site (`#[track_caller]`
 //! on [`Pool::transaction`](crate::AmbientExt::transaction)), so
-//! [`Pool::holders`](crate::Pool::holders) and leak reports name it.
+//! [`Pool::holders`](pool_core::Pool::holders) and leak reports name it.
 //!
 //! Two things are not detected: a [`TxConn`] held across a call into code
 //! that uses the same transaction makes that code wait for it (keep the

@@ -82,7 +82,7 @@ where
     }
 }
 
-/// A transaction scope being set up: from [`Pool::transaction`], run with
+/// A transaction scope being set up: from [`AmbientExt::transaction`](crate::AmbientExt::transaction), run with
 /// [`run`](Self::run).
 #[must_use = "a scope does nothing until `run` is awaited"]
 pub struct Scope<'p, M: TransactionalManager> {
@@ -129,7 +129,7 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
     /// A scope that begins a transaction commits it when `body` returns
     /// `Ok` (and the tasks it handed the transaction to with
     /// [`spawn`](super::spawn) have ended with `Ok`), then runs the
-    /// callbacks registered with [`Pool::after_commit`]. It rolls back when
+    /// callbacks registered with [`AmbientExt::after_commit`](crate::AmbientExt::after_commit). It rolls back when
     /// `body` returns `Err` (returned as is), when `body` panics (the panic
     /// then goes on to the caller), and when this future is dropped (the
     /// pool rolls the connection back before anyone reuses it). A savepoint

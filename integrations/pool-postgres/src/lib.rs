@@ -76,19 +76,19 @@
 //!
 //! Behind PgBouncer, pgdog, pgcat or Supavisor in transaction mode, each
 //! transaction (or each statement outside one) may run on a different
-//! server connection. [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`](crate::PoolerMode::Transaction)`)`
+//! server connection. [`PostgresManager::pooler_mode`]`(`[`PoolerMode::Transaction`]`)`
 //! sets the session rules, and
 //! [`PostgresManager::pooler_statements`] says what reaches the pooler of
-//! the driver's named statements (see [`PoolerStatements`](crate::PoolerStatements)
+//! the driver's named statements (see [`PoolerStatements`]
 //! for which pooler needs which):
 //!
-//! - **Passed through** ([`PoolerStatements::PassThrough`](crate::PoolerStatements::PassThrough),
+//! - **Passed through** ([`PoolerStatements::PassThrough`],
 //!   the default): for poolers that keep named statements themselves
 //!   (PgBouncer 1.21 or later with `max_prepared_statements` above 0,
 //!   pgdog). The connection is the direct one, with the manager's TLS
 //!   connector; statements are cached as without a pooler. Nothing is
 //!   added per query but the session-state check below on text queries.
-//! - **Unnamed** ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed)):
+//! - **Unnamed** ([`PoolerStatements::Unnamed`]):
 //!   for poolers that do not (PgBouncer before 1.21 or with
 //!   `max_prepared_statements = 0`), where `tokio_postgres`'s named
 //!   statements fail ("prepared statement \"s12\" does not exist", or
@@ -203,7 +203,7 @@
 //! new connection (rotate, then `Pool::soft_evict_all()`).
 //! [`PostgresManager::fleet_budget`] caps the connections of every process
 //! sharing a budget name with advisory-lock tickets; see
-//! [`fleet`](crate::fleet).
+//! [`fleet`].
 //!
 //! # Notices and notifications
 //!

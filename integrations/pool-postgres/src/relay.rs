@@ -42,7 +42,7 @@
 //! they lie, nothing held back.
 //!
 //! For tokio-postgres, which takes any stream, the rewriting runs inside
-//! the driver's own stream ([`Rewriting`]): no socket and no task sit
+//! the driver's own stream (`Rewriting`): no socket and no task sit
 //! between driver and pooler. sqlx cannot take a stream, so its driver
 //! reaches a relay task over a private Unix socket ([`Relay::start`]).
 //!

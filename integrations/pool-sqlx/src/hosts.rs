@@ -41,11 +41,10 @@ impl HostBackend for SqlxManager<PgConnection> {}
 /// connect.
 ///
 /// ```
-/// use pool_postgres::hosts::HostPool;
 /// use sqlx::postgres::PgConnectOptions;
 ///
 /// let options = PgConnectOptions::new().username("app").database("shop");
-/// let builder = builder(options, [("db1", 5432), ("db2", 5432)]);
+/// let builder = pool_sqlx::hosts::builder(options, [("db1", 5432), ("db2", 5432)]);
 /// ```
 pub fn builder<H, I>(
     options: PgConnectOptions,

@@ -1,7 +1,7 @@
 //! [`HostPool`]: one handle over a PostgreSQL primary and its standbys,
 //! with one pool per host, for the tokio-postgres manager (feature
 //! `tokio-postgres`, [`HostPool::builder`]) and sqlx's `PgConnection`
-//! (feature `sqlx-postgres`, [`HostPool::sqlx_builder`]).
+//! (feature `sqlx-postgres`, `pool_sqlx::hosts::builder`).
 //!
 //! Each host gets a [`Pool`] of its own, so each has its own hard bound
 //! (`max_size` of the [`PoolConfig`] given), its own metrics (the config's
@@ -147,7 +147,7 @@ pub const DEFAULT_RECHECK_GAP: Duration = Duration::from_millis(100);
 /// to learn its server's role. Implemented by
 /// [`PostgresManager`](crate::pg::PostgresManager)
 /// (feature `tokio-postgres`) and
-/// [`SqlxManager<PgConnection>`](crate::sqlx::SqlxManager)
+/// `pool_sqlx::SqlxManager<PgConnection>`
 /// (feature `sqlx-postgres`); sealed.
 pub trait HostBackend: ManageConnection + driver::Backend {}
 
@@ -476,7 +476,7 @@ type HostErrors = Vec<(Arc<str>, String)>;
 type NamedManagers<M> = Result<Vec<(Arc<str>, M)>, HostConfigError>;
 
 /// Builds a [`HostPool`]; made by [`HostPool::builder`] (tokio-postgres)
-/// or [`HostPool::sqlx_builder`] (sqlx).
+/// or `pool_sqlx::hosts::builder` (sqlx).
 pub struct HostPoolBuilder<M> {
     hosts: NamedManagers<M>,
     pool_config: PoolConfig,

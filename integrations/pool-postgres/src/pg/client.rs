@@ -265,7 +265,7 @@ impl PgClient {
     /// class `08`), or such an error on another connection to the same
     /// server came after this one connected. The pool closes a retired
     /// connection on return and refuses it at validation; see the
-    /// [module docs](super#failover).
+    /// [module docs](crate#failover).
     pub fn is_retired(&self) -> bool {
         self.inner.host.is_retired()
     }

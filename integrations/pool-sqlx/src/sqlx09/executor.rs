@@ -25,7 +25,7 @@ type Db<C> = <C as super::driver::Connection>::Database;
 /// Statements prepared through it (`prepare`) belong to the connection that
 /// happened to run them, as with sqlx's pool.
 ///
-/// In [`PoolerMode::Transaction`](crate::PoolerMode::Transaction) a query
+/// In [`PoolerMode::Transaction`](pool_postgres::pooler::PoolerMode::Transaction) a query
 /// runs as it would on the connection: the connection's relay keeps every
 /// statement unnamed on the server (see
 /// `SqlxManager::<PgConnection>::pooler_mode`).

@@ -39,7 +39,7 @@ use std::sync::Arc;
 ///   checkout; one that died with a reply pending fails its reset at return;
 ///   either way the pool closes it.
 /// - **needs_reset** and **reset**: see [`ResetMode`] and the
-///   [module docs](super).
+///   [crate docs](crate).
 ///
 /// `Debug` shows where the options point (host, port, database, user, or
 /// the SQLite file) and never a password.

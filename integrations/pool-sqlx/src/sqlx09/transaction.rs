@@ -33,8 +33,8 @@ use pool_core::{PoolError, PooledConnection};
 /// # #[cfg(feature = "sqlx-sqlite")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use pool_sqlx::SqlxManager;
-/// use pool_core::{Pool, PoolConfig};
+/// use pool_core::PoolConfig;
+/// use pool_sqlx::{Pool, SqlxManager};
 ///
 /// let manager = SqlxManager::<sqlx::SqliteConnection>::from_url("sqlite::memory:")?;
 /// let pool = Pool::new(manager, PoolConfig::builder().max_size(1).build()?).await?;

@@ -65,7 +65,7 @@ fn clean_keeping_ticket(key: i32, ticket: i32) -> String {
 }
 
 /// The query that names the server a connection reached, when the config
-/// lists several hosts (see [`failover`](super#failover)).
+/// lists several hosts (see [`failover`](crate#failover)).
 const SERVER_KEY_SQL: &str =
     "SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port')";
 

@@ -35,7 +35,7 @@ type PasswordProvider = Arc<dyn Fn() -> PasswordFuture + Send + Sync>;
 
 /// What is done to a connection when it comes back to the pool.
 ///
-/// See the [module docs](super#reset-on-return-and-what-it-costs) for what
+/// See the [module docs](crate#reset-on-return-and-what-it-costs) for what
 /// each mode catches and costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -96,7 +96,7 @@ const DEFAULT_STATEMENT_CACHE_CAPACITY: usize = 256;
 /// TCP keepalive is on by default (see
 /// [`tcp_keepalive`](Self::tcp_keepalive)), and with several hosts and
 /// `target_session_attrs=read-write` the manager follows a failover (see
-/// the [module docs](super#failover)).
+/// the [module docs](crate#failover)).
 ///
 /// `Debug` shows the hosts, ports, user and database, never the password.
 ///
@@ -274,7 +274,7 @@ impl<Tls> PostgresManager<Tls> {
     /// passed through as the driver names them, on the direct path, for
     /// poolers that keep named statements (PgBouncer 1.21 or later with
     /// `max_prepared_statements` above 0, pgdog). See the
-    /// [module docs](super#behind-a-transaction-mode-pooler).
+    /// [module docs](crate#behind-a-transaction-mode-pooler).
     ///
     /// The setter never fails, so it chains. Under `Transaction`,
     /// [`ResetMode::Clean`] is a [`PgConfigError::SessionResetBehindPooler`]
