@@ -458,6 +458,69 @@ impl<M: ManageConnection> Engine<M> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::time::Duration;
+
+    use pool_api::{ManageConnection, PoolConfig};
+
+    use super::Engine;
+    use crate::clock::Stamp;
+    use crate::slots::Entry;
+    use crate::stats::Reason;
+    use crate::sync::Ordering;
+
+    #[derive(Debug)]
+    struct Unit;
+
+    #[async_trait::async_trait]
+    impl ManageConnection for Unit {
+        type Connection = ();
+        type Error = std::io::Error;
+
+        async fn connect(&self) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+
+        async fn is_valid(&self, _: &mut ()) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+    }
+
+    /// `expired`, the verdict every checkout, return and sweep asks:
+    /// retired by `soft_evict_all` (an older generation) before its
+    /// lifetime, past its lifetime at the instant it ends, else kept.
+    #[test]
+    fn expired_says_why_a_connection_must_go() {
+        let config = PoolConfig::builder().max_size(1).build().unwrap();
+        let e = Engine::new(Unit, config, None);
+        let now = e.clock.now();
+        let entry = |expires_at, generation| Entry {
+            conn: (),
+            created_at: now,
+            expires_at,
+            last_used: now,
+            generation,
+            last_ping: now,
+            fresh: false,
+            from_connect: false,
+        };
+        let later = now.after(Duration::from_secs(1));
+        assert_eq!(e.expired(&entry(later, 0), now), None);
+        assert_eq!(e.expired(&entry(Stamp::NEVER, 0), now), None);
+        assert_eq!(e.expired(&entry(now, 0), now), Some(Reason::MaxLifetime));
+        assert_eq!(
+            e.expired(&entry(later, 0), later),
+            Some(Reason::MaxLifetime)
+        );
+        e.generation.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(e.expired(&entry(later, 0), now), Some(Reason::SoftEvict));
+        assert_eq!(
+            e.expired(&entry(now, 0), now),
+            Some(Reason::SoftEvict),
+            "retired by the eviction first"
+        );
+        assert_eq!(e.expired(&entry(later, 1), now), None, "opened since");
+    }
+
     /// The module doc above and `docs/engine.md` (the public `design`
     /// page) are one text: a change to either must be made to both.
     #[test]
