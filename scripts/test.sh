@@ -2,7 +2,9 @@
 # The project's checks, all of them, every time (the README's test command;
 # .ci/run runs it with DATABASE_URL, MYSQL_URL and CI=true exported):
 #
-#   1. cargo fmt --check
+#   1. cargo fmt --check, then scripts/import_graph.py (every file of every
+#      crate: no import cycle, leaves below the engine, no two engine files
+#      calling each other, every name the engine's journey cites defined)
 #   2. clippy on every target with every feature but the benches' `peers`
 #      (see below), warnings denied
 #   3. tests, paused-clock pass: the whole workspace with those features, so
@@ -204,6 +206,9 @@ features=$(workspace_features)
 
 step "rustfmt"
 cargo fmt --all --check
+
+step "import graph (no import cycle, leaves below the engine, engine files calling one way, the journey's names defined)"
+python3 scripts/import_graph.py
 
 step "clippy (features: $features)"
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings

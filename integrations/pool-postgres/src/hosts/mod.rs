@@ -115,8 +115,8 @@ use tokio::sync::broadcast;
 
 #[cfg(feature = "tokio-postgres")]
 pub use postgres::HostTls;
-pub use registry::{HostEvent, HostStatus};
-pub use role::{LoadBalanceHosts, ServerRole, SessionTarget, UnknownSessionTarget};
+pub use registry::HostEvent;
+pub use role::{HostStatus, LoadBalanceHosts, ServerRole, SessionTarget, UnknownSessionTarget};
 
 use crate::{Pool, PooledConnection};
 use registry::Registry;

@@ -7,20 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
-use super::role::{HostRecord, ServerRole};
-
-/// What a host pool last learnt about one host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HostStatus {
-    /// Not known: never reached yet, or a connection to it saw an error
-    /// that says its server changed (read-only, shutting down), and it is
-    /// being checked again.
-    Unknown,
-    /// The last connect or check failed.
-    Down,
-    /// Reached, with this role.
-    Up(ServerRole),
-}
+use super::role::{HostRecord, HostStatus, ServerRole};
 
 impl HostStatus {
     fn to_u8(self) -> u8 {

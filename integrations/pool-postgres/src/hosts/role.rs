@@ -9,7 +9,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::registry::HostStatus;
+/// What a host pool last learnt about one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HostStatus {
+    /// Not known: never reached yet, or a connection to it saw an error
+    /// that says its server changed (read-only, shutting down), and it is
+    /// being checked again.
+    Unknown,
+    /// The last connect or check failed.
+    Down,
+    /// Reached, with this role.
+    Up(ServerRole),
+}
 
 /// What a server is, as a client sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
