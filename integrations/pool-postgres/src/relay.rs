@@ -915,7 +915,7 @@ impl Relay {
     /// Connects to the pooler, then listens on a Unix socket in a new
     /// directory only this user can enter, and spawns the task that accepts
     /// the driver's one connection and relays it, rewriting statements with
-    /// a [`Rewriter`].
+    /// a `Rewriter`.
     ///
     /// The task ends when either side closes, or, if the driver never
     /// connected, when the returned value is dropped. The socket file and
@@ -1028,7 +1028,7 @@ enum Startup {
 /// what the driver writes is rewritten into a buffer and written on to the
 /// pooler, and what the pooler answers is rewritten in the driver's own
 /// read buffer. No socket and no task sit in between; the rules are the
-/// [`Rewriter`]'s, as in the relay task.
+/// `Rewriter`'s, as in the relay task.
 ///
 /// An `SSLRequest` or `GSSENCRequest` is answered "no" here, as the relay
 /// does. Once the rewriter gives up ([`Broken`]), every read and write
