@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
-//!   cargo run --release -p pool-core --features tokio-postgres --example fleet_report -- \
+//!   cargo run --release -p pool-postgres --example fleet_report -- \
 //!   --connects 500 --seconds 10 --runs 5 --out fleet_report.md
 //! ```
 //!
