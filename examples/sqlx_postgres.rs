@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use pool_core::PoolConfig;
-use pool_sqlx::Pool as SqlxPool;
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::{Connection, PgConnection};
 
 #[tokio::main]
@@ -30,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let manager = SqlxManager::<PgConnection>::from_url(&url).context("parsing DATABASE_URL")?;
     // The manager's Debug shows host, port, database and user: never a password.
     println!("manager: {manager:?}");
-    let pool = SqlxPool::new(manager, config)
+    let pool = Pool::new(manager, config)
         .await
         .context("connecting (is PostgreSQL running?)")?;
 
@@ -70,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
     // A transaction dropped without commit. On a pool of one connection the
     // next checkout is sure to get the same backend, so what it sees is the
     // rollback of that very transaction.
-    let single = SqlxPool::new(
+    let single = Pool::new(
         SqlxManager::<PgConnection>::from_url(&url)?,
         PoolConfig::builder()
             .name("sqlx-example-single")

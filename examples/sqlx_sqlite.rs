@@ -14,12 +14,11 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use pool_core::PoolConfig;
-use pool_sqlx::Pool as SqlxPool;
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, SqliteConnection};
 
-type SqlitePool = SqlxPool<SqliteConnection>;
+type SqlitePool = Pool<SqliteConnection>;
 
 const TASKS: i64 = 32;
 const INSERTS_PER_TASK: i64 = 10;
@@ -40,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
         .max_size(4)
         .acquire_timeout(Duration::from_secs(10))
         .build()?;
-    let pool = SqlxPool::new(SqlxManager::<SqliteConnection>::new(options), config).await?;
+    let pool = Pool::new(SqlxManager::<SqliteConnection>::new(options), config).await?;
     println!(
         "pool of up to {} connections on {}",
         pool.metrics().max_size,

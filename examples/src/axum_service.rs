@@ -1,4 +1,4 @@
-//! An axum service on `SqlxPool<PgConnection>`, used the way an
+//! An axum service on `Pool<PgConnection>`, used the way an
 //! app uses sqlx's `PgPool`: the pool is the axum state, handlers query
 //! through `&pool` or a `pool.begin()` transaction, and the pool's metrics
 //! are served by the Prometheus exporter's own HTTP listener.
@@ -37,14 +37,13 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use pool_ambient::{AmbientExt, TxError};
 use pool_core::PoolConfig;
-use pool_sqlx::Pool as SqlxPool;
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool, SqlxManager};
 use serde::Serialize;
 use sqlx::{AssertSqlSafe, PgConnection};
 use tokio::net::TcpListener;
 
 /// The pool the service runs on.
-pub type PgPool = SqlxPool<PgConnection>;
+pub type PgPool = Pool<PgConnection>;
 
 /// Bucket bounds, in seconds, for the pool's timing histograms.
 const BUCKETS: &[f64] = &[
@@ -85,7 +84,7 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .max_size(8)
         .acquire_timeout(Duration::from_secs(5))
         .build()?;
-    let pool = SqlxPool::new(SqlxManager::<PgConnection>::from_url(url)?, config).await?;
+    let pool = Pool::new(SqlxManager::<PgConnection>::from_url(url)?, config).await?;
     sqlx::query(AssertSqlSafe(format!(
         "CREATE TABLE IF NOT EXISTS {} (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)",
         notes_table()

@@ -28,11 +28,10 @@ use std::time::Instant;
 use pool_ambient::AmbientExt;
 use pool_ambient::Propagation;
 use pool_core::PoolConfig;
-use pool_sqlx::Pool as SqlxPool;
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::{Acquire, PgConnection};
 
-type PgPool = SqlxPool<PgConnection>;
+type PgPool = Pool<PgConnection>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const CASES: [&str; 6] = [
@@ -142,7 +141,7 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     rt.block_on(async {
         let config = PoolConfig::builder().max_size(2).build()?;
-        let pool = SqlxPool::new(SqlxManager::<PgConnection>::from_url(&url)?, config).await?;
+        let pool = Pool::new(SqlxManager::<PgConnection>::from_url(&url)?, config).await?;
         // Warm-up: statements prepared, connections hot.
         for case in CASES {
             run(&pool, case, n / 10 + 1).await?;

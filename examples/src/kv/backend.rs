@@ -3,10 +3,9 @@
 
 use std::str::FromStr;
 
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool, SqlxManager};
 
 use pool_core::{PoolConfig, PoolMetrics, PooledConnection};
-use pool_sqlx::Pool as SqlxPool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 
@@ -16,9 +15,9 @@ use super::KvError;
 /// A pool of connections to one of the three backends.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Sqlite(SqlxPool<SqliteConnection>),
-    Postgres(SqlxPool<PgConnection>),
-    MariaDb(SqlxPool<MySqlConnection>),
+    Sqlite(Pool<SqliteConnection>),
+    Postgres(Pool<PgConnection>),
+    MariaDb(Pool<MySqlConnection>),
 }
 
 impl Backend {
@@ -33,15 +32,15 @@ impl Backend {
                     // WAL lets readers run beside the one writer.
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal);
-                Self::Sqlite(SqlxPool::new(SqlxManager::new(options), config).await?)
+                Self::Sqlite(Pool::new(SqlxManager::new(options), config).await?)
             }
             BackendKind::Postgres => {
                 let manager = SqlxManager::from_url(url).map_err(KvError::InvalidUrl)?;
-                Self::Postgres(SqlxPool::new(manager, config).await?)
+                Self::Postgres(Pool::new(manager, config).await?)
             }
             BackendKind::MariaDb => {
                 let manager = SqlxManager::from_url(url).map_err(KvError::InvalidUrl)?;
-                Self::MariaDb(SqlxPool::new(manager, config).await?)
+                Self::MariaDb(Pool::new(manager, config).await?)
             }
         })
     }

@@ -768,8 +768,7 @@ mod tokio_pg {
 #[cfg(feature = "sqlx-postgres")]
 mod sqlx_pg {
     use super::*;
-    use pool_sqlx::Pool as SqlxPool;
-    use pool_sqlx::SqlxManager;
+    use pool_sqlx::{Pool as SqlxPool, SqlxManager};
     use sqlx::{AssertSqlSafe, PgConnection};
 
     type M = SqlxManager<PgConnection>;

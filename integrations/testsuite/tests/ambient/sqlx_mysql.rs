@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use pool_sqlx::SqlxManager;
-
-use pool_sqlx::Pool as SqlxPool;
+use pool_sqlx::{Pool as SqlxPool, SqlxManager};
 
 type Conn = sqlx::MySqlConnection;
 

@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use pool_sqlx::SqlxManager;
+use pool_sqlx::{Pool as SqlxPool, SqlxManager};
 
 use pool_core::{PoolConfig, ValidationMode};
-use pool_sqlx::Pool as SqlxPool;
 
 type Conn = sqlx::PgConnection;
 

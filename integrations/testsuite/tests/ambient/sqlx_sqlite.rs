@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use pool_sqlx::SqlxManager;
-
-use pool_sqlx::Pool as SqlxPool;
+use pool_sqlx::{Pool as SqlxPool, SqlxManager};
 use sqlx::sqlite::SqliteConnectOptions;
 
 type Conn = sqlx::SqliteConnection;

@@ -13,8 +13,7 @@ mod postgres {
     use ::sqlx::postgres::PgAdvisoryLock;
     use ::sqlx::{Executor, PgConnection};
     use pool_core::{async_trait, ConnectionInfo, Hooks, PoolConfig, PoolConfigBuilder};
-    use pool_sqlx::Pool as SqlxPool;
-    use pool_sqlx::SqlxManager;
+    use pool_sqlx::{Pool as SqlxPool, SqlxManager};
     use tokio::time::{sleep, timeout};
 
     use crate::support::eventually;

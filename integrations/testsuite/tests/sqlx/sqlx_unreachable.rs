@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use crate::support::db::bounded;
 use pool_core::{ManageConnection, PoolConfig, PoolError};
-use pool_sqlx::Pool as SqlxPool;
-use pool_sqlx::{SqlxConnection, SqlxManager};
+use pool_sqlx::{Pool as SqlxPool, SqlxConnection, SqlxManager};
 
 const SECRET: &str = "Tr0ub4dor-and-3";
 

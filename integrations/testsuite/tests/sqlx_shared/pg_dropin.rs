@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use super::drivers::pool_sqlx::{SqlxManager, Transaction};
-
-use super::drivers::pool_sqlx::Pool as SqlxPool;
+use super::drivers::pool_sqlx::{Pool as SqlxPool, SqlxManager, Transaction};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use super::probes::{backend_pid as backend_id, server_in_transaction};

@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use super::drivers::pool_sqlx::SqlxManager;
-
-use super::drivers::pool_sqlx::Pool as SqlxPool;
+use super::drivers::pool_sqlx::{Pool as SqlxPool, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::PgConnection;
 use crate::support::cluster;

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::drivers::pool_sqlx::SqlxManager;
-
-use super::drivers::pool_sqlx::Pool as SqlxPool;
+use super::drivers::pool_sqlx::{Pool as SqlxPool, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::{bounded, unique};

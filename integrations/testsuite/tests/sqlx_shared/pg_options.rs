@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::drivers::pool_sqlx::{BoxError, PasswordProviderError, SqlxManager};
-
-use super::drivers::pool_sqlx::Pool as SqlxPool;
+use super::drivers::pool_sqlx::{BoxError, PasswordProviderError, Pool as SqlxPool, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::{Connection, PgConnection};
 use crate::support::db::bounded;

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use super::drivers::pool_sqlx::{ResetMode, SqlxManager};
-
-use super::drivers::pool_sqlx::Pool as SqlxPool;
+use super::drivers::pool_sqlx::{Pool as SqlxPool, ResetMode, SqlxManager};
 use super::drivers::sqlx;
 use super::drivers::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use super::drivers::sqlx::{Connection, Executor, SqliteConnection};
