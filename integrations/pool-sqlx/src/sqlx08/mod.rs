@@ -131,5 +131,16 @@ pub use backend::{SqlxConnection, SqlxPasswordConnection};
 pub use manager::SqlxManager;
 pub use password::{BoxError, PasswordProviderError};
 pub use pool::{Pool, PoolConnection};
+
+/// The pool of PostgreSQL connections, under the name sqlx gives its own
+/// (`use pool_sqlx::PgPool;` in place of `use sqlx::PgPool;`).
+#[cfg(feature = "sqlx08-postgres")]
+pub type PgPool = Pool<driver::PgConnection>;
+/// The pool of MySQL/MariaDB connections, under sqlx's name for its own.
+#[cfg(feature = "sqlx08-mysql")]
+pub type MySqlPool = Pool<driver::MySqlConnection>;
+/// The pool of SQLite connections, under sqlx's name for its own.
+#[cfg(feature = "sqlx08-sqlite")]
+pub type SqlitePool = Pool<driver::SqliteConnection>;
 pub use reset::ResetMode;
 pub use transaction::{into_sqlx_error, Transaction};
