@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{ManagerConfig, RecyclingMethod};
 use pool_core::compat::deadpool::{DeadpoolManager, DeadpoolObject};
-use pool_core::managers::tokio_postgres::{PostgresManager, ResetMode};
 use pool_core::{Pool, PoolConfig, ValidationMode};
+use pool_postgres::{PostgresManager, ResetMode};
 use tokio_postgres::NoTls;
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";

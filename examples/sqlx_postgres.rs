@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::PoolConfig;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::{Connection, PgConnection};
 
 #[tokio::main]

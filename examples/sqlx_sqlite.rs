@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::PoolConfig;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, SqliteConnection};
 
-type SqlitePool = Pool<SqlxManager<SqliteConnection>>;
+type SqlitePool = Pool<SqliteConnection>;
 
 const TASKS: i64 = 32;
 const INSERTS_PER_TASK: i64 = 10;

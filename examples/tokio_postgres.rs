@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use pool_core::managers::tokio_postgres::{PostgresManager, ResetMode};
 use pool_core::{Pool, PoolConfig};
+use pool_postgres::{PostgresManager, ResetMode};
 use tokio_postgres::NoTls;
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";

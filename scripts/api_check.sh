@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks that the public API of pool-api and pool-core is the one checked
+# Checks that the public API of the library crates (pool-api, pool-core and
+# the driver crates under integrations/) is the one checked
 # in (public-api.txt in each crate), so that a change to it is a deliberate
 # diff in review. Prints each crate's count of public items and methods.
 #
@@ -34,7 +35,8 @@ fi
 
 export CARGO_TARGET_DIR="${API_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/api}"
 changed=()
-for crate in pool-api pool-core; do
+for crate in pool-api pool-core pool-ambient pool-postgres pool-sqlx; do
+  case $crate in pool-api | pool-core) home=$crate ;; *) home=integrations/$crate ;; esac
   json="$CARGO_TARGET_DIR/doc/${crate//-/_}.json"
   rm -f "$json"
   cargo +nightly rustdoc -q -p "$crate" --all-features -- \
@@ -44,8 +46,8 @@ for crate in pool-api pool-core; do
     fail "could not read rustdoc's JSON for $crate (a new format version?)"
   echo "api_check.sh: $crate: $(python3 scripts/public_api.py --count "$json")"
   if $bless; then
-    printf '%s\n' "$listing" >"$crate/public-api.txt"
-  elif ! diff -u "$crate/public-api.txt" <(printf '%s\n' "$listing"); then
+    printf '%s\n' "$listing" >"$home/public-api.txt"
+  elif ! diff -u "$home/public-api.txt" <(printf '%s\n' "$listing"); then
     changed+=("$crate")
   fi
 done

@@ -3,7 +3,7 @@
 # that builds: the workspace's direct dependencies are resolved to the
 # lowest versions their requirements allow (nightly Cargo's
 # `-Z direct-minimal-versions`; the dependencies of those dependencies
-# resolve as usual), then the library crates (pool-api, pool-core) are
+# resolve as usual), then the library crates (pool-api, pool-core and the driver crates) are
 # built with every feature and their unit tests run. A requirement such as
 # `tokio-postgres = "0.7"` while the code calls a method that 0.7.17 added
 # fails here, instead of inside a user's build whose lock holds an older
@@ -63,10 +63,10 @@ cargo +nightly generate-lockfile --quiet -Z direct-minimal-versions ||
 
 # What was picked, so a failure below can be read against it.
 echo "min_versions.sh: the library crates' direct dependencies at their floors:"
-cargo tree --locked -p pool-api -p pool-core --all-features -e normal,build,dev --depth 1 --prefix none |
+cargo tree --locked -p pool-api -p pool-core -p pool-ambient -p pool-postgres -p pool-sqlx --all-features -e normal,build,dev --depth 1 --prefix none |
   sed -E 's/ \(.*//' | grep -Ev '^(pool-|$)' | sort -u | paste -sd ' ' | fold -s -w 100 | sed 's/ *$//; s/^/  /'
 
-CARGO_TARGET_DIR=$dir cargo test --locked -p pool-api -p pool-core --all-features --lib ||
+CARGO_TARGET_DIR=$dir cargo test --locked -p pool-api -p pool-core -p pool-ambient -p pool-postgres -p pool-sqlx --all-features --lib ||
   fail "a library crate does not build or pass its unit tests with its direct dependencies at their floors:" \
     "raise the requirement of the dependency that the errors above point at (the versions picked are" \
     "listed above; the lock is $copy/Cargo.lock)"

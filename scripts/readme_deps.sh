@@ -29,6 +29,9 @@ awk -v dir="$dir" -v repo="$repo" '
       if (pending) { print "readme_deps.sh: dependency block " n " has no rust block after it" > "/dev/stderr"; exit 1 }
       n++; pending = 1
       gsub(/path = "[^"]*pool-core"/, "path = \"" repo "/pool-core\"", text)
+      gsub(/path = "[^"]*pool-postgres"/, "path = \"" repo "/integrations/pool-postgres\"", text)
+      gsub(/path = "[^"]*pool-sqlx"/, "path = \"" repo "/integrations/pool-sqlx\"", text)
+      gsub(/path = "[^"]*pool-ambient"/, "path = \"" repo "/integrations/pool-ambient\"", text)
       crate = dir "/crate-" n
       system("mkdir -p " crate "/src")
       printf "[package]\nname = \"readme-deps-%d\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n[workspace]\n\n", n > (crate "/Cargo.toml")

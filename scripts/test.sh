@@ -2,7 +2,9 @@
 # The project's checks, all of them, every time (the README's test command;
 # .ci/run runs it with DATABASE_URL, MYSQL_URL and CI=true exported):
 #
-#   1. cargo fmt --check
+#   1. cargo fmt --check, then scripts/import_graph.py (every file of every
+#      crate: no import cycle, leaves below the engine, no two engine files
+#      calling each other, every name the engine's journey cites defined)
 #   2. clippy on every target with every feature but the benches' `peers`
 #      (see below), warnings denied
 #   3. tests, paused-clock pass: the whole workspace with those features, so
@@ -205,6 +207,9 @@ features=$(workspace_features)
 step "rustfmt"
 cargo fmt --all --check
 
+step "import graph (no import cycle, leaves below the engine, engine files calling one way, the journey's names defined)"
+python3 scripts/import_graph.py
+
 step "clippy (features: $features)"
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 
@@ -213,7 +218,7 @@ cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 # measurement", found in the sources, so a new one needs no entry here.
 measurements=()
 while read -r name; do measurements+=(--skip "$name"); done < <(
-  grep -rh -A3 '#\[ignore = "a measurement' pool-core/tests examples benches |
+  grep -rh -A3 '#\[ignore = "a measurement' pool-core/tests integrations examples benches |
     sed -nE 's/.*fn ([A-Za-z0-9_]+).*/\1/p'
 )
 
@@ -267,12 +272,13 @@ scripts/readme_deps.sh || failed_passes+=("README dependency blocks")
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
   # The tests whose every ignored test needs only initdb, by test binary:
-  # a file under pool-core/tests/ is one; a folder there with a main.rs is
+  # a file under pool-core/tests/ or integrations/testsuite/tests/ is one; a folder there with a main.rs is
   # one whose modules are its other files, nested folders included, picked
   # one by one (a module that also has tests needing a URL is left out,
   # and said so).
   ran_initdb=false
-  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs; do
+  for target in pool-core/tests/*.rs pool-core/tests/*/main.rs \
+    integrations/testsuite/tests/*.rs integrations/testsuite/tests/*/main.rs; do
     if [[ $target == */main.rs ]]; then
       name=$(basename "$(dirname "$target")")
       mapfile -t modules < <(find "$(dirname "$target")" -name '*.rs' ! -path "$target" | sort)
@@ -332,13 +338,18 @@ LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
 step "Miri"
 MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" scripts/miri.sh
 
+step "each library crate alone, with each of its features"
+# `cargo check -p CRATE --no-default-features --features F` per feature
+# (feature sets the main build never uses: their own artifacts, beside it).
+tests "$log" "crates alone" scripts/feature_check.sh
+
 step "dependency floors (direct dependencies at their lowest versions)"
 # A requirement below what the code uses (a method a later patch release
 # added) fails here rather than in a user's build locked at that release.
 MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
   tests "$log" "dependency floors" scripts/min_versions.sh
 
-step "public API (against pool-api/public-api.txt and pool-core/public-api.txt)"
+step "public API (against each library crate's public-api.txt)"
 # A change to the public API fails here until the listing is updated
 # (scripts/api_check.sh --bless), so it shows as a diff in review.
 API_TARGET_DIR="${API_TARGET_DIR:-$target_dir/api}" tests "$log" "public API" scripts/api_check.sh

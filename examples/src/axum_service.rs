@@ -1,4 +1,4 @@
-//! An axum service on `Pool<SqlxManager<PgConnection>>`, used the way an
+//! An axum service on `Pool<PgConnection>`, used the way an
 //! app uses sqlx's `PgPool`: the pool is the axum state, handlers query
 //! through `&pool` or a `pool.begin()` transaction, and the pool's metrics
 //! are served by the Prometheus exporter's own HTTP listener.
@@ -35,15 +35,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusBuilder;
-use pool_core::ambient::TxError;
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_ambient::{AmbientExt, TxError};
+use pool_core::PoolConfig;
+use pool_sqlx::{Pool, SqlxManager};
 use serde::Serialize;
 use sqlx::{AssertSqlSafe, PgConnection};
 use tokio::net::TcpListener;
 
 /// The pool the service runs on.
-pub type PgPool = Pool<SqlxManager<PgConnection>>;
+pub type PgPool = Pool<PgConnection>;
 
 /// Bucket bounds, in seconds, for the pool's timing histograms.
 const BUCKETS: &[f64] = &[

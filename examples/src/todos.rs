@@ -11,14 +11,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_core::PoolConfig;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Acquire, Executor, PgConnection, Postgres};
 
 /// The pool, under the name a `PgPool` program uses.
-pub type PgPool = Pool<SqlxManager<PgConnection>>;
+pub type PgPool = Pool<PgConnection>;
 
 /// One item of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 mod builder;
 mod config;
 mod error;
+pub mod error_chain;
 mod holders;
 mod hooks;
 mod manager;

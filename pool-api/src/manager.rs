@@ -34,6 +34,17 @@ pub enum ErrorClass {
     CapacityRefusal,
 }
 
+impl ErrorClass {
+    /// Whether a SQLSTATE from a refused connect says that trying again at
+    /// once will not help: class 28 (invalid authorization: wrong password,
+    /// unknown role), `3D000` (unknown database), `42501` (no privilege to
+    /// connect), and MySQL's `42000` (access denied to, or no such,
+    /// database). For SQL drivers' managers.
+    pub fn is_permanent_sqlstate(code: &str) -> bool {
+        code.starts_with("28") || matches!(code, "3D000" | "42501" | "42000")
+    }
+}
+
 /// Opens, checks and cleans connections of one kind for the pool.
 ///
 /// The pool calls [`connect`](Self::connect) to open a connection,
@@ -179,5 +190,20 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// Managers that implement `close` return `true`.
     fn awaits_close(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod sqlstate_tests {
+    use super::ErrorClass;
+
+    #[test]
+    fn refused_logins_and_unknown_databases_are_permanent() {
+        for code in ["28000", "28P01", "3D000", "42501", "42000"] {
+            assert!(ErrorClass::is_permanent_sqlstate(code), "{code}");
+        }
+        for code in ["57P03", "53300", "08006", "57P01", "40001"] {
+            assert!(!ErrorClass::is_permanent_sqlstate(code), "{code}");
+        }
     }
 }

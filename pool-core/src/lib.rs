@@ -20,24 +20,23 @@
 //!   jitter, `min_size`/`min_idle` refill, keepalive, leak warnings naming
 //!   the checkout site (with its backtrace when asked for), `holders()`,
 //!   and export through the `metrics` crate.
-//! * **Ambient transactions** (with a sqlx or the tokio-postgres feature):
-//!   a scope binds a transaction to the future it runs, and code below asks
-//!   the pool for it; propagation modes, savepoints, explicit hand-over to
-//!   spawned tasks (the `ambient` module).
 //!
 //! Everything from `pool-api` is re-exported here. Start with [`Pool`].
 //!
 //! How the engine works, file by file, and one connection's journey through
-//! it: [`design`]. Behind PgBouncer, fleet budgets, several hosts, ambient
-//! transactions, sizing, metric names, leak reports: the [`guide`] pages.
+//! it: [`design`]. Sizing, metric names, leak reports, writing a manager:
+//! the [`guide`] pages.
+//!
+//! The drivers are crates of their own, each reaching the pool through its
+//! public API: `pool-postgres` (tokio-postgres, several hosts, a fleet-wide
+//! budget, transaction-mode poolers), `pool-sqlx` (sqlx 0.9 and 0.8) and
+//! `pool-ambient` (ambient transactions). The adapters that run a bb8 or
+//! deadpool manager in this pool are here ([`compat`]).
 //!
 //! # Supported versions
 //!
 //! | feature | supports |
 //! |---|---|
-//! | `sqlx-postgres`, `sqlx-mysql`, `sqlx-sqlite` | sqlx 0.9 |
-//! | `sqlx08-postgres`, `sqlx08-mysql`, `sqlx08-sqlite` | sqlx 0.8.5 or later in 0.8 |
-//! | `tokio-postgres` | tokio-postgres 0.7.17 or later in 0.7 |
 //! | `bb8` | bb8 0.9 |
 //! | `deadpool` | deadpool 0.13.1 or later in 0.13 |
 //! | `metrics` (default) | metrics 0.24.2 or later in 0.24 |
@@ -45,13 +44,13 @@
 //! with tokio 1.40 or later. Each lower bound is the requirement this
 //! crate declares, and the crate is tested with every direct dependency at
 //! it. A lock holding an older release is raised by Cargo when this crate
-//! is added (`cargo update -p sqlx` does it beforehand).
+//! is added (`cargo update -p tokio` does it beforehand).
 //!
 //! # Example
 //!
 //! A manager says how to open and check one connection; the pool does the
-//! rest. Here the "connections" are in-memory buffers; the built-in managers
-//! ([`managers`], [`compat`]) do the same for real databases.
+//! rest. Here the "connections" are in-memory buffers; the driver crates
+//! and the adapters ([`compat`]) do the same for real databases.
 //!
 //! ```
 //! use std::time::Duration;
@@ -99,22 +98,10 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod affinity;
-#[cfg(any(feature = "_sqlx", feature = "tokio-postgres"))]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(
-        feature = "sqlx-postgres",
-        feature = "sqlx-mysql",
-        feature = "sqlx-sqlite",
-        feature = "tokio-postgres"
-    )))
-)]
-pub mod ambient;
 mod clock;
 mod coop;
 mod engine;
 mod entry;
-mod error_chain;
 #[cfg(feature = "metrics")]
 mod export;
 mod health;
@@ -129,7 +116,6 @@ mod sync;
 mod waiters;
 
 pub mod compat;
-pub mod managers;
 
 #[doc = include_str!("../docs/engine.md")]
 pub mod design {}
@@ -139,27 +125,13 @@ pub mod design {}
 ///
 /// | page | what it covers |
 /// |---|---|
-/// | [`pgbouncer`](guide::pgbouncer) | transaction-mode poolers: session rules, named statements passed through or unnamed, sizing behind PgBouncer |
-/// | [`fleet_budget`](guide::fleet_budget) | one connection budget for every instance of a service, enforced by PostgreSQL, with fair share |
-/// | [`hosts`](guide::hosts) | a primary and its standbys behind one handle: routing by role, failover, events, sizing |
-/// | [`transactions`](guide::transactions) | ambient transactions: a scope binds a transaction to a future, code below asks the pool for it |
 /// | [`sizing`](guide::sizing) | `max_size` and `min_size` from the server's `max_connections`, rolling deploys included |
 /// | [`metrics`](guide::metrics) | the snapshot, both export naming schemes with every series, example queries |
 /// | [`exhaustion`](guide::exhaustion) | when the pool runs dry: holders, slow checkouts, leak detection, suspend |
 /// | [`behaviour`](guide::behaviour) | what someone who knows other pools may not expect |
 /// | [`own_manager`](guide::own_manager) | writing a `ManageConnection` |
 ///
-/// The PostgreSQL pages need the crate's features; build the docs with
-/// `cargo doc -p pool-core --all-features` to see every item they name.
 pub mod guide {
-    #[doc = include_str!("../docs/guide/pgbouncer.md")]
-    pub mod pgbouncer {}
-    #[doc = include_str!("../docs/guide/fleet_budget.md")]
-    pub mod fleet_budget {}
-    #[doc = include_str!("../docs/guide/hosts.md")]
-    pub mod hosts {}
-    #[doc = include_str!("../docs/guide/transactions.md")]
-    pub mod transactions {}
     #[doc = include_str!("../docs/guide/sizing.md")]
     pub mod sizing {}
     #[doc = include_str!("../docs/guide/metrics.md")]
@@ -174,18 +146,12 @@ pub mod guide {
 
 // The crate root's re-exports, all of them: the pool, its guard, and
 // everything of pool-api that a manager or an application names. The
-// drivers' types stay in their modules (`managers::...`, `compat::...`,
-// `ambient`); the public API is listed, item by item, in public-api.txt
+// adapters' types stay in `compat`; the public API is listed, item by item, in public-api.txt
 // (scripts/api_check.sh).
 pub use engine::PooledConnection;
-pub use pool::Pool;
+pub use pool::{Pool, PoolId};
 pub use pool_api::{
     async_trait, ConfigError, ConnectTimedOut, ConnectionInfo, ErrorClass, Evictions, Holder,
     HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig, PoolConfigBuilder,
     PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase, ValidationMode, MAX_POOL_SIZE,
 };
-// For the crate's own paths (`crate::PoolerMode`), used by the PostgreSQL
-// managers only, each behind its feature; users name them in
-// `managers::pooler`.
-#[allow(unused_imports)]
-pub(crate) use managers::pooler::{PoolerMode, PoolerStatements};

@@ -80,6 +80,13 @@ pub struct Pool<M: ManageConnection> {
     pub(crate) shared: Arc<Engine<M>>,
 }
 
+/// A pool's identity ([`Pool::id`]): equal for clones of one pool, unequal
+/// for two pools alive at the same time. A pool dropped for good may see
+/// its identity reused by a later one, so hold a clone of the pool for as
+/// long as its identity must stay its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PoolId(usize);
+
 impl<M: ManageConnection> Pool<M> {
     /// Builds a pool and opens `max(min_size, 1)` connections before
     /// returning, so an unreachable database is reported now, not at the
@@ -224,18 +231,32 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     /// [`get_timeout`](Self::get_timeout) on behalf of a caller elsewhere:
-    /// `site` is what [`holders`](Self::holders) shows, for wrappers whose
-    /// own callers are the ones to name (the host pool's).
-    #[cfg_attr(
-        not(any(feature = "tokio-postgres", feature = "sqlx-postgres")),
-        allow(dead_code)
-    )]
-    pub(crate) fn get_for(
+    /// `site` is what [`holders`](Self::holders) and leak reports show, for
+    /// a wrapper whose own callers are the ones to name (a host pool, an
+    /// ambient transaction scope: mark their methods `#[track_caller]` and
+    /// pass `Location::caller()`).
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`get`](Self::get).
+    pub fn get_for(
         &self,
         timeout: Duration,
         site: &'static Location<'static>,
     ) -> impl Future<Output = Result<PooledConnection<M>, PoolError<M::Error>>> + Send + '_ {
         self.shared.acquire(timeout, site)
+    }
+
+    /// This pool's identity, the same for every clone of it and different
+    /// from every other pool alive at the same time: a key for wrappers that
+    /// keep state per pool (an ambient transaction's scope keeps one
+    /// transaction per pool).
+    pub fn id(&self) -> PoolId {
+        PoolId(Arc::as_ptr(&self.shared) as *const () as usize)
     }
 
     /// An idle connection now, or `None`. Never waits and never connects.

@@ -25,12 +25,13 @@
 
 use std::time::Instant;
 
-use pool_core::ambient::Propagation;
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig};
+use pool_ambient::AmbientExt;
+use pool_ambient::Propagation;
+use pool_core::PoolConfig;
+use pool_sqlx::{Pool, SqlxManager};
 use sqlx::{Acquire, PgConnection};
 
-type PgPool = Pool<SqlxManager<PgConnection>>;
+type PgPool = Pool<PgConnection>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const CASES: [&str; 6] = [

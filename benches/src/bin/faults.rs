@@ -76,7 +76,7 @@ use std::time::{Duration, Instant};
 
 use cluster::Cluster;
 use fault_support::{start_sampler, terminate_all, Figures, Op, Outcome, Timeline};
-use pool_core::managers::tokio_postgres::PostgresManager;
+use pool_postgres::PostgresManager;
 use tokio_postgres::NoTls;
 
 const PASSWORD: &str = "faults-pw";
@@ -180,7 +180,7 @@ impl Fault {
 enum AnyPool {
     Ours(pool_core::Pool<PostgresManager<NoTls>>),
     #[cfg(feature = "sqlx-manager")]
-    OursSqlx(pool_core::Pool<pool_core::managers::sqlx::SqlxManager<sqlx::PgConnection>>),
+    OursSqlx(SqlxPool<sqlx::PgConnection>),
     Deadpool(deadpool_postgres::Pool),
     Bb8(bb8::Pool<bb8_postgres::PostgresConnectionManager<NoTls>>),
     Sqlx(sqlx::PgPool),
@@ -233,16 +233,14 @@ impl AnyPool {
         };
         Ok(match kind {
             Kind::Ours => AnyPool::Ours(
-                pool_core::Pool::new(PostgresManager::new(pg, NoTls), ours()?)
+                SqlxPool::new(PostgresManager::new(pg, NoTls), ours()?)
                     .await
                     .map_err(|e| e.to_string())?,
             ),
             #[cfg(feature = "sqlx-manager")]
             Kind::OursSqlx => AnyPool::OursSqlx(
-                pool_core::Pool::new(
-                    pool_core::managers::sqlx::SqlxManager::<sqlx::PgConnection>::new(
-                        sqlx_options(),
-                    ),
+                SqlxPool::new(
+                    pool_sqlx::SqlxManager::<sqlx::PgConnection>::new(sqlx_options()),
                     ours()?,
                 )
                 .await

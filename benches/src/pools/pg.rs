@@ -130,14 +130,14 @@ impl Contestant for OursTp {
 /// defaults (reset mode `Rollback`, statement cache 256, TCP keepalive),
 /// the query sent through the pooled client's `simple_query`.
 ///
-/// [`PostgresManager`]: pool_core::managers::tokio_postgres::PostgresManager
+/// [`PostgresManager`]: pool_postgres::PostgresManager
 #[derive(Debug, Clone)]
 pub struct OursPgManager(pub pool_core::Pool<PgManager>);
 
 /// pool-core's tokio-postgres manager over `NoTls`.
-pub type PgManager = pool_core::managers::tokio_postgres::PostgresManager<NoTls>;
+pub type PgManager = pool_postgres::PostgresManager<NoTls>;
 
-impl Select1 for pool_core::managers::tokio_postgres::PgClient {
+impl Select1 for pool_postgres::PgClient {
     async fn select1(&mut self) -> Result<(), String> {
         if prepared_query() {
             let statement = self
@@ -163,7 +163,7 @@ impl Select1 for pool_core::managers::tokio_postgres::PgClient {
 /// `simple_query`, to count the prepared path too; unset or `simple`, the
 /// default. Read once per process.
 ///
-/// [`PostgresManager`]: pool_core::managers::tokio_postgres::PostgresManager
+/// [`PostgresManager`]: pool_postgres::PostgresManager
 fn prepared_query() -> bool {
     static PREPARED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PREPARED.get_or_init(|| match std::env::var("OURS_PG_QUERY").as_deref() {
@@ -193,7 +193,7 @@ impl OursPgManager {
 /// statements passed through, `unnamed` adds `PoolerStatements::Unnamed`
 /// (the statement relay); unset or `session`, the default.
 fn with_pooler_from_env(manager: PgManager) -> Result<PgManager, String> {
-    use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
+    use pool_postgres::pooler::{PoolerMode, PoolerStatements};
     match std::env::var("OURS_PG_POOLER").as_deref() {
         Err(_) | Ok("" | "session") => Ok(manager),
         Ok("transaction") => Ok(manager.pooler_mode(PoolerMode::Transaction)),
@@ -207,7 +207,7 @@ fn with_pooler_from_env(manager: PgManager) -> Result<PgManager, String> {
 }
 
 impl Contestant for OursPgManager {
-    type Conn = pool_core::managers::tokio_postgres::PgClient;
+    type Conn = pool_postgres::PgClient;
     type Guard<'a> = pool_core::PooledConnection<PgManager>;
 
     async fn get(&self) -> Result<Self::Guard<'_>, String> {

@@ -137,16 +137,14 @@ impl Contestant for SqlxPool {
 /// `unnamed` (the statement relay task, a local socket hop per message).
 #[cfg(feature = "sqlx-manager")]
 #[derive(Debug, Clone)]
-pub struct OursSqlxManager(
-    pub pool_core::Pool<pool_core::managers::sqlx::SqlxManager<PgConnection>>,
-);
+pub struct OursSqlxManager(pub pool_core::Pool<pool_sqlx::SqlxManager<PgConnection>>);
 
 #[cfg(feature = "sqlx-manager")]
 impl OursSqlxManager {
     /// Connects one connection first, like every `Pool::new`.
     pub async fn build(spec: &DbSpec) -> Result<Self, String> {
-        use pool_core::managers::pooler::{PoolerMode, PoolerStatements};
-        use pool_core::managers::sqlx::SqlxManager;
+        use pool_postgres::pooler::{PoolerMode, PoolerStatements};
+        use pool_sqlx::SqlxManager;
         let manager =
             SqlxManager::<PgConnection>::from_url(&spec.url).map_err(|e| e.to_string())?;
         let manager = match std::env::var("OURS_PG_POOLER").as_deref() {
@@ -183,8 +181,7 @@ impl OursSqlxManager {
 #[cfg(feature = "sqlx-manager")]
 impl Contestant for OursSqlxManager {
     type Conn = PgConnection;
-    type Guard<'a> =
-        pool_core::PooledConnection<pool_core::managers::sqlx::SqlxManager<PgConnection>>;
+    type Guard<'a> = pool_core::PooledConnection<pool_sqlx::SqlxManager<PgConnection>>;
 
     async fn get(&self) -> Result<Self::Guard<'_>, String> {
         self.0.get().await.map_err(|e| e.to_string())

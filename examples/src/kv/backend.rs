@@ -3,8 +3,9 @@
 
 use std::str::FromStr;
 
-use pool_core::managers::sqlx::SqlxManager;
-use pool_core::{Pool, PoolConfig, PoolMetrics, PooledConnection};
+use pool_sqlx::{Pool, SqlxManager};
+
+use pool_core::{PoolConfig, PoolMetrics, PooledConnection};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Connection, MySqlConnection, PgConnection, SqliteConnection};
 
@@ -14,9 +15,9 @@ use super::KvError;
 /// A pool of connections to one of the three backends.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Sqlite(Pool<SqlxManager<SqliteConnection>>),
-    Postgres(Pool<SqlxManager<PgConnection>>),
-    MariaDb(Pool<SqlxManager<MySqlConnection>>),
+    Sqlite(Pool<SqliteConnection>),
+    Postgres(Pool<PgConnection>),
+    MariaDb(Pool<MySqlConnection>),
 }
 
 impl Backend {

@@ -14,7 +14,7 @@
 //!
 //! # How it is built
 //!
-//! `backend.rs` holds one enum over the three `Pool<SqlxManager<C>>` types
+//! `backend.rs` holds one enum over the three `Pool<C>` types
 //! and a handful of driver calls (execute, fetch, multi-row upsert) whose
 //! body is written once and compiled per driver by a macro; `sql.rs` holds
 //! each dialect's statements; `store.rs` and `copy.rs` are the store itself,

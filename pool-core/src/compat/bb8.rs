@@ -57,7 +57,7 @@ use std::sync::Arc;
 
 use pool_api::{async_trait, ManageConnection};
 
-use crate::error_chain::{ConnectCause, ErrorChain};
+use pool_api::error_chain::{ConnectCause, ErrorChain};
 
 /// Runs the bb8 manager `M` in this pool; its connections are handed out
 /// unchanged.

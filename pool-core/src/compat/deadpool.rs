@@ -60,7 +60,7 @@ use std::time::Instant;
 use deadpool::managed::{Manager, Metrics, RecycleError};
 use pool_api::{async_trait, ManageConnection};
 
-use crate::error_chain::{ConnectCause, ErrorChain};
+use pool_api::error_chain::{ConnectCause, ErrorChain};
 
 /// When the adapter calls the deadpool manager's `recycle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -6,14 +6,12 @@
 //! panic in it or in `needs_reset` closes too, so the slot is never lost);
 //! an expired or soft-evicted connection is closed; a dirty one
 //! (`needs_reset`), or any when an `after_release` hook runs, is reset in a
-//! spawned task, in flight (`in_flight.rs`), before it is delivered; a clean
+//! spawned task (`returning.rs`), before it is delivered; a clean
 //! one is delivered inline.
 //!
-//! [`Engine::deliver`] puts a connection back in service, whether it was
-//! returned, reset, pinged or newly opened: to the longest waiter while
-//! callers wait (`WaiterQueue::offer` in `waiters.rs`, which wakes it),
-//! else onto the idle stack. No lock, no allocation, no task unless someone
-//! waits.
+//! A clean return goes to `deliver_held`: with nobody waiting, parked in
+//! place for this thread (`parking.rs`) or pushed on the idle stack; else
+//! the delivery path (`delivery.rs`) hands it to the longest waiter.
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -26,10 +24,11 @@ use std::time::Duration;
 use pool_api::ManageConnection;
 
 use crate::clock::Stamp;
-use crate::engine::in_flight::{Floating, Returning};
+use crate::engine::in_flight::Floating;
+use crate::engine::returning::Returning;
 use crate::engine::Engine;
 use crate::index_stack::PushRefused;
-use crate::slots::{Held, Occupied, Slot, State};
+use crate::slots::{Held, Occupied, Slot};
 use crate::stats::Reason;
 
 /// A connection checked out of a [`Pool`](crate::Pool).
@@ -206,22 +205,6 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
 }
 
 impl<M: ManageConnection> Engine<M> {
-    /// `has_broken`, with its panic caught; a `true` starts a failure
-    /// epoch.
-    #[inline]
-    pub(crate) fn is_broken(
-        &self,
-        conn: &mut M::Connection,
-        now: Stamp,
-    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
-        let manager = &self.manager;
-        let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
-        if broken {
-            self.saw_failure(now);
-        }
-        Ok(broken)
-    }
-
     /// Ends the checkout bookkeeping of a connection held for `held`: its
     /// holder site (one store), the hold time histogram and the leak state.
     pub(crate) fn release_tracking(&self, slot: &Slot<M::Connection>, held: Duration) {
@@ -299,10 +282,10 @@ impl<M: ManageConnection> Engine<M> {
             return None;
         };
         let conn = Floating::new(self.clone(), h, Reason::ResetFailed);
-        // Counted as supply from before the spawn (`in_flight.rs`, "On the
+        // Counted as supply from before the spawn (`returning.rs`, "On the
         // way back"): a caller queuing now waits for it, not a connect.
         let supply = Returning::new(self.clone());
-        runtime.spawn(super::in_flight::reset_then_deliver(
+        runtime.spawn(super::returning::reset_then_deliver(
             conn, supply, dirty, held_for,
         ));
         None
@@ -334,50 +317,6 @@ impl<M: ManageConnection> Engine<M> {
         }
         self.deliver_in_place(held);
         None
-    }
-
-    /// Puts a connection the caller owns back in service: to the longest
-    /// waiter, else on top of the idle stack. Lock-free unless someone is
-    /// waiting.
-    pub(crate) fn deliver(self: &Arc<Self>, h: Occupied<M::Connection>) {
-        self.deliver_in_place(self.slots.hold(h));
-    }
-
-    /// [`deliver`](Self::deliver) for a connection in its slot, which it
-    /// never leaves: a waiter is handed the slot's token.
-    pub(crate) fn deliver_in_place(self: &Arc<Self>, mut held: Held) {
-        let slots = &self.slots;
-        // Above the bound after `Pool::resize` shrank it: retire it.
-        if slots.over_limit() {
-            return self.evict(slots.take_held(held), Reason::SoftEvict);
-        }
-        loop {
-            // Callers queued (the bit is only a hint here; `offer` decides
-            // under the queue's lock): hand the connection straight over,
-            // without parking it on the stack and taking it back.
-            if slots.has_waiters() {
-                // Marked in use before the waiter can see it; a returned
-                // connection already is, and its slot's line stays clean.
-                slots.held_slot(&held).mark(State::InUse);
-                match self.waiters.offer(|| slots.clear_waiting(), held) {
-                    Ok(()) => return,
-                    // The queue emptied meanwhile and the bit is cleared.
-                    Err(back) => held = back,
-                }
-            }
-            // Going idle: whoever takes it next did not ask for it to be
-            // opened, and checks it as any idle connection.
-            slots.entry_mut(&mut held).from_connect = false;
-            match slots.push_held(held) {
-                Ok(()) => return,
-                Err((PushRefused::Closed, back)) => {
-                    return self.evict(slots.take_held(back), Reason::Closed)
-                }
-                // Refused for waiters that queued since the check: loop to
-                // hand it over.
-                Err((PushRefused::Waiters, back)) => held = back,
-            }
-        }
     }
 
     /// A manager check panicked on a returned connection: closes it (its

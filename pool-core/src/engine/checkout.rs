@@ -295,13 +295,13 @@ impl<M: ManageConnection> Engine<M> {
             };
             // The checks that need no waiting first, without an `await`:
             // the common handoff ends there.
-            let due = match self.vet_handoff(handoff, start, now, site) {
-                Vetted::Out(conn) => return Ok(conn),
+            let due = match self.vet_handoff(handoff, now) {
+                Vetted::Pass(held) => return Ok(self.handed_out_after_wait(held, start, now, site)),
                 Vetted::Retry => None,
                 Vetted::Due(held) => Some(held),
             };
             if let Some(held) = due {
-                match self.check_handoff(held, start, now, deadline, site).await {
+                match self.checked_handoff(held, start, now, deadline, site).await {
                     Ok(conn) => return Ok(conn),
                     Err(Refused::Retry) => {}
                     Err(Refused::Timeout(phase)) => return Err(self.timeout_error(start, phase)),
@@ -312,9 +312,23 @@ impl<M: ManageConnection> Engine<M> {
         }
     }
 
+    /// [`check_handoff`](Self::check_handoff) (`checks.rs`), and the guard
+    /// of a connection that passed it.
+    async fn checked_handoff(
+        self: &Arc<Self>,
+        held: Held,
+        start: Stamp,
+        now: Stamp,
+        deadline: Option<Stamp>,
+        site: &'static Location<'static>,
+    ) -> Result<PooledConnection<M>, Refused> {
+        let (held, now) = self.check_handoff(held, now, deadline).await?;
+        Ok(self.handed_out_after_wait(held, start, now, site))
+    }
+
     /// Records the wait of a slow-path checkout, warns when it was slow
     /// (`slow_acquire_threshold`), and makes its guard.
-    pub(super) fn handed_out_after_wait(
+    fn handed_out_after_wait(
         self: &Arc<Self>,
         held: Held,
         start: Stamp,

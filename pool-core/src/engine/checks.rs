@@ -7,8 +7,15 @@
 //! shows it to the `before_acquire` hook and, when due, `is_valid`
 //! (`run_checks`), within `validation_timeout` and the caller's deadline,
 //! while a `Floating` holds it (closing it if the caller gives up).
+//! `is_broken` (the manager's `has_broken`, its panic caught) serves the
+//! return too.
+//!
+//! Each check returns a verdict (`Option<Held>`, [`Vetted`],
+//! `Result<_, Refused>`) and hands nothing out: the checkout
+//! (`checkout.rs`) makes the guard. An unusable connection is closed here
+//! (`evict`, the retirement sink).
 
-use std::panic::{resume_unwind, Location};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,15 +23,16 @@ use pool_api::{ConnectionInfo, ManageConnection, TimeoutPhase, ValidationMode};
 use tokio::time::Instant;
 
 use super::in_flight::Floating;
-use super::{Engine, PooledConnection};
+use super::Engine;
 use crate::clock::Stamp;
 use crate::slots::{Entry, Held};
 use crate::stats::Reason;
 
-/// What [`Engine::vet_handoff`] made of a connection handed to a waiter.
-pub(super) enum Vetted<M: ManageConnection> {
-    /// It passed: the caller's guard.
-    Out(PooledConnection<M>),
+/// What [`Engine::vet_handoff`] made of a connection handed to a waiter:
+/// a verdict, which the checkout acts on.
+pub(super) enum Vetted {
+    /// It passed: the checkout makes the caller's guard of it.
+    Pass(Held),
     /// It was unusable and closed; try another.
     Retry,
     /// It is due for the `before_acquire` hook or validation
@@ -41,6 +49,22 @@ pub(super) enum Refused {
 }
 
 impl<M: ManageConnection> Engine<M> {
+    /// `has_broken`, with its panic caught; a `true` starts a failure
+    /// epoch.
+    #[inline]
+    pub(crate) fn is_broken(
+        &self,
+        conn: &mut M::Connection,
+        now: Stamp,
+    ) -> Result<bool, Box<dyn std::any::Any + Send>> {
+        let manager = &self.manager;
+        let broken = catch_unwind(AssertUnwindSafe(|| manager.has_broken(conn)))?;
+        if broken {
+            self.saw_failure(now);
+        }
+        Ok(broken)
+    }
+
     /// Whether a connection taken from idle must be shown to the
     /// `before_acquire` hook or validated before it is handed out: the
     /// hook sees every one, whoever opened it (a `min_size` connection
@@ -90,13 +114,7 @@ impl<M: ManageConnection> Engine<M> {
     /// `has_broken`. A connection that passes them and needs nothing
     /// slower becomes the caller's guard at once, without an `await`.
     #[inline]
-    pub(super) fn vet_handoff(
-        self: &Arc<Self>,
-        held: Held,
-        start: Stamp,
-        now: Stamp,
-        site: &'static Location<'static>,
-    ) -> Vetted<M> {
+    pub(super) fn vet_handoff(self: &Arc<Self>, held: Held, now: Stamp) -> Vetted {
         let slots = &self.slots;
         let entry = slots.entry(&held);
         if let Some(reason) = self.expired(entry, now) {
@@ -111,7 +129,7 @@ impl<M: ManageConnection> Engine<M> {
         // left every caller waiting out its timeout).
         if entry.from_connect {
             self.health.count_check(&self.clock, entry.created_at, true);
-            return Vetted::Out(self.handed_out_after_wait(held, start, now, site));
+            return Vetted::Pass(held);
         }
         // The same check as the fast path's.
         let Some(held) = self.check_not_broken(held, now) else {
@@ -122,20 +140,19 @@ impl<M: ManageConnection> Engine<M> {
             return Vetted::Due(held);
         }
         self.health.count_check(&self.clock, entry.created_at, true);
-        Vetted::Out(self.handed_out_after_wait(held, start, now, site))
+        Vetted::Pass(held)
     }
 
     /// The checks of a connection [`vet_handoff`](Self::vet_handoff) found
     /// due for the `before_acquire` hook or validation, while a `Floating`
-    /// holds it.
+    /// holds it. `Ok`: it passed, back in its slot, with the time the
+    /// checks ended; the checkout makes the caller's guard of it.
     pub(super) async fn check_handoff(
         self: &Arc<Self>,
         held: Held,
-        start: Stamp,
         now: Stamp,
         deadline: Option<Stamp>,
-        site: &'static Location<'static>,
-    ) -> Result<PooledConnection<M>, Refused> {
+    ) -> Result<(Held, Stamp), Refused> {
         let slots = &self.slots;
         let entry = slots.entry(&held);
         let created_at = entry.created_at;
@@ -160,7 +177,7 @@ impl<M: ManageConnection> Engine<M> {
         checked?;
         let now = self.clock.now();
         let held = slots.hold(conn.land());
-        Ok(self.handed_out_after_wait(held, start, now, site))
+        Ok((held, now))
     }
     /// Validation (when due) and the `before_acquire` hook, within `limit`;
     /// a refusal drops `conn`, which closes it.
@@ -208,7 +225,7 @@ impl<M: ManageConnection> Engine<M> {
         match checked {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => {
-                tracing::debug!(pool = self.config.name(), error = %crate::error_chain::ErrorChain(&e), "{what} failed; closing connection");
+                tracing::debug!(pool = self.config.name(), error = %pool_api::error_chain::ErrorChain(&e), "{what} failed; closing connection");
                 self.health.set_last_error(std::sync::Arc::new(e));
                 self.saw_failure(self.clock.now());
                 Err(Refused::Retry)

@@ -20,7 +20,6 @@
 //! finds the stack empty and queues; the keepers are then handed to it
 //! directly (and `try_get` may find nothing).
 
-use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -28,42 +27,16 @@ use pool_api::ManageConnection;
 use tokio::time::Instant;
 
 use crate::clock::Stamp;
-use crate::engine::in_flight::{Floating, Returning};
+use crate::engine::in_flight::Floating;
+use crate::engine::returning::Returning;
 use crate::engine::Engine;
 use crate::slots::{Occupied, State};
 use crate::stats::Reason;
-use crate::sync::{AtomicU32, Ordering};
 
 /// The longest a tick may be apart, so gauges stay fresh.
 const MAX_TICK: Duration = Duration::from_secs(1);
 
-/// The housekeeper's handle in the pool: whether its task runs.
-#[derive(Debug)]
-pub(crate) struct Housekeeper {
-    started: Arc<AtomicU32>,
-}
-
-impl Housekeeper {
-    pub(crate) fn new() -> Self {
-        Self {
-            started: Arc::new(AtomicU32::new(0)),
-        }
-    }
-
-    /// Starts the housekeeper if it is not running and a runtime is at hand.
-    #[inline]
-    pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
-        spawn_once(&self.started, || run(Arc::downgrade(shared)));
-    }
-}
-
 impl<M: ManageConnection> Engine<M> {
-    /// Starts the housekeeper if it is not running and a runtime is at hand.
-    #[inline]
-    pub(crate) fn ensure_housekeeper(self: &Arc<Self>) {
-        self.housekeeper.ensure(self);
-    }
-
     /// Time between ticks.
     fn tick(&self) -> Duration {
         let c = &self.config;
@@ -160,7 +133,7 @@ impl<M: ManageConnection> Engine<M> {
             self.slots.slot(&h).set(State::InUse);
             let mut conn = Floating::new(self.clone(), h, Reason::Validation);
             // Idle again in a moment: supply for a caller queuing meanwhile
-            // (`in_flight.rs`, "On the way back"), counted before the spawn.
+            // (`returning.rs`, "On the way back"), counted before the spawn.
             let mut supply = Returning::new(self.clone());
             let limit = self.config.validation_timeout();
             pings.spawn(async move {
@@ -175,7 +148,7 @@ impl<M: ManageConnection> Engine<M> {
                         drop(supply);
                     }
                     Ok(Err(e)) => {
-                        tracing::info!(pool = name, error = %crate::error_chain::ErrorChain(&e), "keepalive ping failed; closing connection");
+                        tracing::info!(pool = name, error = %pool_api::error_chain::ErrorChain(&e), "keepalive ping failed; closing connection");
                     }
                     Err(_) => {
                         tracing::info!(pool = name, "keepalive ping timed out; closing connection");
@@ -209,86 +182,8 @@ impl<M: ManageConnection> Engine<M> {
     }
 }
 
-/// Spawns the task `make` builds, unless `started` says it runs; does
-/// nothing outside a tokio runtime (the next call from inside one starts
-/// it). Inlined: every waiting checkout calls it, and the task is almost
-/// always running.
-///
-/// The flag is held by a [`Started`] that lives in the task's future: when
-/// the runtime drops the task (it shut down, whether the task was polled
-/// or not) the flag falls back, and the next call, from the runtime that
-/// uses the pool now, starts the task there. A flag set for good left a
-/// pool used on a second runtime (one pool in a `static` shared by tests,
-/// each on its runtime) with no task: waiters never timed out and nothing
-/// was refilled. A task that ends on its own (the pool closed or gone)
-/// keeps the flag: nothing is left for it to do.
-#[inline]
-pub(crate) fn spawn_once<F>(started: &Arc<AtomicU32>, make: impl FnOnce() -> F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    // Relaxed: a flag that orders nothing; the CAS decides who spawns.
-    if started.load(Ordering::Relaxed) == 0 {
-        spawn_first(started, make);
-    }
-}
-
-#[cold]
-fn spawn_first<F>(started: &Arc<AtomicU32>, make: impl FnOnce() -> F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    if started
-        .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-        .is_ok()
-    {
-        // Made before the spawn and moved into the future: a task dropped
-        // unpolled drops it too.
-        let flag = Started {
-            flag: started.clone(),
-            ended: false,
-        };
-        let task = make();
-        runtime.spawn(async move {
-            task.await;
-            flag.keep();
-        });
-    }
-}
-
-/// A background task's "started" flag, held by its future (see
-/// [`spawn_once`]): cleared when the future is dropped before the task
-/// ended on its own.
-struct Started {
-    flag: Arc<AtomicU32>,
-    /// The task ended on its own: the flag stays set.
-    ended: bool,
-}
-
-impl Started {
-    /// The task ended on its own: leaves the flag set. (A method taking
-    /// the value, so the task's future owns the whole guard: an
-    /// assignment to the field alone would have captured a copy of the
-    /// `bool` and left the guard to drop at the spawn.)
-    fn keep(mut self) {
-        self.ended = true;
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if !self.ended {
-            // Relaxed: as in `spawn_once`.
-            self.flag.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The housekeeper task.
-async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
+/// The housekeeper task (started by `Housekeeper::ensure`, `tasks.rs`).
+pub(super) async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
     // The first sweep comes one period after the start, not at once: the
     // housekeeper starts when a caller first waits, the moment a sweep
     // (which takes the idle set for an instant) would send the callers

@@ -292,7 +292,7 @@ fn loom_reservation_dropped_while_waiter_queues() {
 fn loom_return_ends_while_waiter_queues() {
     loom::model(|| {
         let shared = pool(2, 0);
-        let supply = crate::engine::in_flight::Returning::new(shared.clone());
+        let supply = crate::engine::returning::Returning::new(shared.clone());
         let returner = thread::spawn(move || drop(supply));
         let mut get = Box::pin(shared.acquire(WAIT, Location::caller()));
         assert!(poll_once(get.as_mut()), "nothing idle: it queues");

@@ -15,21 +15,27 @@
 //! connection's life, an `impl Engine` block reading those fields. The
 //! leaves below it own their state, are generic over the connection, and
 //! never name the engine; `scripts/import_graph.py` checks that their
-//! imports form no circle and run only downwards.
+//! imports form no circle and run only downwards, and that no two engine
+//! files call each other.
 //!
 //! | file | part |
 //! |---|---|
 //! | `pool.rs` | `Pool`, the public handle: one-line calls into the engine |
-//! | `engine/mod.rs` | `Engine`: its fields, construction, and what it reports (`state`, `metrics`, `holders`, the timeout error) |
-//! | `engine/checkout.rs` | checkout: `acquire` (the fast path, `claim_or_pop`, `hand_out`), `acquire_slow`, `wait_for`, `try_acquire`; the waiter queue's `WaitHost` |
-//! | `engine/checks.rs` | the checkout checks: `check_not_broken`, `needs_check`, and on the slow path `check_handoff`, `run_checks` (`before_acquire`, `is_valid`) |
-//! | `engine/checkin.rs` | the guard `PooledConnection` and the return path its drop starts: `checkin` (with `is_broken`), `deliver_held`, `deliver` |
+//! | `engine/mod.rs` | `Engine`: its fields, construction, and what it reports (`state`, `metrics`, `holders`, `is_closed`, `is_suspended`, `expired`, the timeout error) |
+//! | `engine/checkout.rs` | checkout: `acquire` (the fast path, `claim_or_pop`, `hand_out`), `acquire_slow`, `wait_for`, `handed_out_after_wait`, `try_acquire`; the waiter queue's `WaitHost` |
+//! | `engine/checks.rs` | the checkout checks, each returning a verdict the checkout acts on: `check_not_broken` (with `is_broken`, which the return uses too), `needs_check`, and on the slow path `vet_handoff` (a `Vetted`) and `check_handoff`, `run_checks` (`before_acquire`, `is_valid`) |
+//! | `engine/checkin.rs` | the guard `PooledConnection` and the return path its drop starts: `checkin`, `deliver_held`, `manager_panicked` |
+//! | `engine/returning.rs` | a connection on its way back: `reset_then_deliver`, `return_steps`, and `Returning`, which counts it as supply meanwhile |
 //! | `engine/parking.rs` | the pool's count handed between a guard and a parked slot: `park_returned`, `push_parked`, `collect_idle`, `collect_parked`, `release_parked_counts` |
-//! | `engine/connect.rs` | connects apart from callers: `request_connections`, the connector tasks (`open_while_wanted`), `open`, `connect_failed`, `failed_fast`; the `Connector` count |
-//! | `engine/lifecycle.rs` | the pool as a whole: `open_initial`, `add`, `close`, `shut`, `resize`, `soft_evict_all`, `retain`, suspend and resume, `evict`, `free_slot` |
+//! | `engine/delivery.rs` | the one delivery path: `deliver`, `deliver_in_place` (to the longest waiter, else the idle stack) |
+//! | `engine/lifecycle.rs` | the pool as a whole: `open_initial`, `add`, `close`, `shut`, `resize`, `soft_evict_all`, `retain`, suspend and resume |
+//! | `engine/retire.rs` | the sink every ending runs into: `evict`, `close_in_slot`, `free_slot`, `give_back_slot` |
+//! | `engine/connect.rs` | connects apart from callers: `request_connections`, the connector tasks (`open_while_wanted`), `reserve`, `open`, `connect_failed`, `failed_fast` |
+//! | `engine/demand.rs` | what the connectors are for: `demand`, `connect_limit`, `saw_failure`; the `Connector` count |
+//! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect) |
 //! | `engine/housekeeper.rs` | the housekeeper task: idle and lifetime retirement, keepalive pings, refill, the leak scan |
 //! | `engine/sweeper.rs` | the sweeper task: times out waiters past their deadline |
-//! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect), `Returning` (a connection on its way back, counted as supply), `reset_then_deliver` |
+//! | `engine/tasks.rs` | the two tasks' handles: `Housekeeper`, `Sweeper`, `spawn_once` |
 //! | `engine/loom_tests.rs`, `engine/count_tests.rs` | loom models of the real engine (`--cfg loom`); the pool's reference count under parking |
 //! | `slots.rs`, `slots/slot.rs`, `entry.rs` | leaf: the slots, the idle stack and the free list; the tokens `Occupied`, `Held` and `Vacant`; one slot's state; what the pool knows about a connection |
 //! | `slots/parked.rs` | leaf: a connection parked in its own slot, claimed by a CAS on the slot's state; the ordering against queuing and closing |
@@ -42,40 +48,70 @@
 //! | `stats.rs`, `histogram.rs`, `export.rs` | leaf: counters, histograms, the `PoolMetrics` snapshot, export through `metrics` |
 //! | `coop.rs`, `clock.rs`, `sync.rs` | leaf: tokio's cooperative budget, timestamps, the loom shim |
 //!
+//! The calls run one way: in this order, each engine file calls only files
+//! after it: `checkout.rs`, `checkin.rs`, `checks.rs`, `lifecycle.rs`,
+//! `housekeeper.rs`, `returning.rs`, `parking.rs`, `connect.rs`,
+//! `in_flight.rs`, `delivery.rs`, `retire.rs`, `demand.rs`, `tasks.rs`,
+//! `sweeper.rs`, `mod.rs`. One call goes back: a freed slot asks for a
+//! replacement (`free_slot` calls `request_connections`), which only starts
+//! connector tasks; a connector's own calls (`Reservation::fill`,
+//! `deliver`) run later, on its task. `tasks.rs` likewise starts the
+//! housekeeper and the sweeper without calling them.
+//!
 //! ## One connection's journey
 //!
-//! Caller A's `get()`, caller B waiting, A's drop handing the connection to
-//! B. Four files: `pool.rs`, `engine/checkout.rs`, `engine/checks.rs` and
-//! `engine/checkin.rs`; the leaves are named by their types.
+//! One connection from its connect to its close; each step names the
+//! function and its file under `pool-core/src`.
 //!
-//! 1. **`get`**: `Pool::get` (`pool.rs`) calls `Engine::acquire`
-//!    (`engine/checkout.rs`).
-//! 2. **Claim or pop**: `acquire`'s fast path calls `Engine::claim_or_pop`
-//!    (same file): `Affinity::pop_parked` claims a connection this thread
-//!    parked, by one CAS on its slot (`Slots::claim_held`), else
-//!    `Slots::pop_held` pops the idle stack, one CAS; either yields a `Held`,
-//!    the token owning the slot and its connection. `check_not_broken` and
-//!    `needs_check` (`engine/checks.rs`) look at it; with nothing to check,
-//!    `hand_out` (`engine/checkout.rs`) makes the guard.
-//! 3. **Or wait**: with nothing idle, `acquire_slow` calls `wait_for`, which
-//!    pins a `Waiter`. Its first poll takes the queue's lock, sets the
-//!    stack's `WAITERS` bit through `WaitHost::flag_waiting` (`Slots::mark_waiting`)
-//!    and links its node; then `WaitHost::queued` asks
-//!    `Engine::request_connections` for a connection. It resolves when a
-//!    handoff fills its node. B does this.
-//! 4. **Guard**: A holds a `PooledConnection` (`engine/checkin.rs`), made by
-//!    `hand_out`, which derefs to the connection in its slot.
-//! 5. **Drop**: `PooledConnection::drop` calls `Engine::checkin` (same
-//!    file): `is_broken`, expiry, `needs_reset`; a clean connection goes to
-//!    `deliver_held`, which, with callers waiting, takes it out of its slot
-//!    and calls `deliver`.
-//! 6. **Handoff**: `deliver` calls `WaiterQueue::offer`, which unlinks the
-//!    longest waiter (B), puts the connection in its node and wakes it. B's
-//!    `acquire_slow` gets it and calls `check_handoff` (`engine/checks.rs`):
-//!    a connection opened for B goes straight to `handed_out_after_wait`
-//!    (`engine/checkout.rs`); one that was returned is checked first. With
-//!    nobody waiting, `deliver_held` instead parks it in place for A's
-//!    thread (`park_returned`, the count hand-over) or pushes it on the stack.
+//! 1. **Connect.** A caller that queues (`WaitHost::queued`,
+//!    `engine/checkout.rs`) calls `Engine::request_connections`
+//!    (`engine/connect.rs`), which reads `Engine::demand` and
+//!    `Engine::connect_limit` (`engine/demand.rs`), claims a place
+//!    (`Connector::claim`) and spawns a connector task. Its
+//!    `open_while_wanted` reserves a slot (`Engine::reserve`, a
+//!    `Reservation` of `engine/in_flight.rs`), opens the connection
+//!    (`Engine::open`: the manager's `connect`, then `after_connect`) and
+//!    calls `Reservation::fill`, which puts it in its slot and calls
+//!    `Engine::deliver` (`engine/delivery.rs`).
+//! 2. **Delivery.** `deliver` calls `Engine::deliver_in_place`: with callers
+//!    waiting, `WaiterQueue::offer` hands the slot's `Held` token to the
+//!    longest waiter and wakes it; with none, `Slots::push_held` puts the
+//!    slot on the idle stack.
+//! 3. **Checkout of an idle one.** `Pool::get` (`pool.rs`) calls
+//!    `Engine::acquire` (`engine/checkout.rs`). Its fast path calls
+//!    `Engine::claim_or_pop`: a slot this thread parked
+//!    (`Affinity::pop_parked`), else `Slots::pop_held`, one CAS each. Then
+//!    `Engine::expired` (`engine/mod.rs`), `Engine::check_not_broken` and
+//!    `Engine::needs_check` (`engine/checks.rs`) give their verdicts, and
+//!    `Engine::hand_out` makes the guard, a `PooledConnection`
+//!    (`engine/checkin.rs`).
+//! 4. **Handoff to a waiter.** With nothing idle, `Engine::acquire_slow`
+//!    calls `Engine::wait_for`, which pins a `Waiter` (`waiters.rs`) and
+//!    queues it; the delivery of step 2 resolves it with the `Held`.
+//!    `Engine::shelve_if_suspended` (`engine/lifecycle.rs`) passes it on
+//!    unless the pool is suspended, and `Engine::vet_handoff`
+//!    (`engine/checks.rs`) returns a `Vetted`: `Vetted::Pass` (opened for
+//!    this caller, or unbroken and not due a check) goes to
+//!    `Engine::handed_out_after_wait` (`engine/checkout.rs`), which makes the
+//!    guard; `Vetted::Due` goes to `Engine::check_handoff` first
+//!    (`before_acquire`, `is_valid`, while a `Floating` holds it).
+//! 5. **Return with reset.** `PooledConnection::drop` calls `Engine::checkin`
+//!    (`engine/checkin.rs`): `Engine::release_tracking`, `Engine::is_broken`
+//!    (`engine/checks.rs`), `Engine::expired`, then the manager's
+//!    `needs_reset`. A dirty connection leaves its slot as a `Floating`,
+//!    counted as supply by a `Returning` (`engine/returning.rs`), and a
+//!    spawned `reset_then_deliver` runs `return_steps` (the manager's
+//!    `reset`, then `after_release`) and calls `Engine::deliver`. A clean
+//!    one goes to `Engine::deliver_held`: parked in its slot
+//!    (`Engine::park_returned`, `engine/parking.rs`) or pushed on the stack
+//!    while nobody waits, else `Engine::deliver_in_place`.
+//! 6. **Retire.** A broken or expired connection (at checkout, at return, or
+//!    found by the housekeeper), or one above the bound after a shrink, goes
+//!    to `Engine::evict` (`engine/retire.rs`): `Engine::close_in_slot` drops
+//!    it (or runs the manager's `close` in a task of its own when it
+//!    `awaits_close`), then `Engine::free_slot` gives the slot back through
+//!    `Engine::give_back_slot` and calls `Engine::request_connections` for a
+//!    replacement: step 1 again.
 //!
 //! ## Implementation details
 //!
@@ -114,7 +150,8 @@
 //! Waiters are woken by that handoff, never by polling. Their deadlines are
 //! kept by one sweeper task per pool (`engine/sweeper.rs`), not a timer per waiter.
 //!
-//! **Creation** is demand-driven and apart from callers (`engine/connect.rs`):
+//! **Creation** is demand-driven and apart from callers (`engine/connect.rs`,
+//! `engine/demand.rs`):
 //! queuing a waiter asks for connections, one per waiter at most (a
 //! connector stops once the other connectors cover the callers waiting); at
 //! most `max_concurrent_connects` connector tasks open them (after an
@@ -150,13 +187,18 @@ mod checks;
 pub(crate) mod connect;
 #[cfg(all(test, not(loom)))]
 mod count_tests;
+pub(crate) mod delivery;
+pub(crate) mod demand;
 pub(crate) mod housekeeper;
 pub(crate) mod in_flight;
 mod lifecycle;
 #[cfg(all(test, loom))]
 mod loom_tests;
 pub(crate) mod parking;
+pub(crate) mod retire;
+pub(crate) mod returning;
 pub(crate) mod sweeper;
+pub(crate) mod tasks;
 
 pub use checkin::PooledConnection;
 
@@ -176,9 +218,8 @@ use crate::stats::{Reason, Stats};
 use crate::suspend::Suspension;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::waiters::WaiterQueue;
-use connect::Connector;
-use housekeeper::Housekeeper;
-use sweeper::Sweeper;
+use demand::Connector;
+use tasks::{Housekeeper, Sweeper};
 
 /// The engine: see the module docs.
 pub(crate) struct Engine<M: ManageConnection> {
@@ -340,6 +381,12 @@ impl<M: ManageConnection> Engine<M> {
         self.slots.is_closed()
     }
 
+    /// Whether the pool is suspended (`Pool::is_suspended`).
+    #[inline]
+    pub(crate) fn is_suspended(&self) -> bool {
+        self.suspension.is_suspended()
+    }
+
     /// Why `entry` must not be handed out or kept, if it must not.
     pub(crate) fn expired(&self, entry: &Entry<M::Connection>, now: Stamp) -> Option<Reason> {
         if entry.generation < self.generation() {
@@ -409,15 +456,71 @@ impl<M: ManageConnection> Engine<M> {
     }
 }
 
-impl<M: ManageConnection> Drop for Engine<M> {
-    fn drop(&mut self) {
-        // The sweeper holds only a `Weak`: wake it so it sees the pool gone.
-        self.sweeper.wake();
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::time::Duration;
+
+    use pool_api::{ManageConnection, PoolConfig};
+
+    use super::Engine;
+    use crate::clock::Stamp;
+    use crate::slots::Entry;
+    use crate::stats::Reason;
+    use crate::sync::Ordering;
+
+    #[derive(Debug)]
+    struct Unit;
+
+    #[async_trait::async_trait]
+    impl ManageConnection for Unit {
+        type Connection = ();
+        type Error = std::io::Error;
+
+        async fn connect(&self) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+
+        async fn is_valid(&self, _: &mut ()) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+    }
+
+    /// `expired`, the verdict every checkout, return and sweep asks:
+    /// retired by `soft_evict_all` (an older generation) before its
+    /// lifetime, past its lifetime at the instant it ends, else kept.
+    #[test]
+    fn expired_says_why_a_connection_must_go() {
+        let config = PoolConfig::builder().max_size(1).build().unwrap();
+        let e = Engine::new(Unit, config, None);
+        let now = e.clock.now();
+        let entry = |expires_at, generation| Entry {
+            conn: (),
+            created_at: now,
+            expires_at,
+            last_used: now,
+            generation,
+            last_ping: now,
+            fresh: false,
+            from_connect: false,
+        };
+        let later = now.after(Duration::from_secs(1));
+        assert_eq!(e.expired(&entry(later, 0), now), None);
+        assert_eq!(e.expired(&entry(Stamp::NEVER, 0), now), None);
+        assert_eq!(e.expired(&entry(now, 0), now), Some(Reason::MaxLifetime));
+        assert_eq!(
+            e.expired(&entry(later, 0), later),
+            Some(Reason::MaxLifetime)
+        );
+        e.generation.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(e.expired(&entry(later, 0), now), Some(Reason::SoftEvict));
+        assert_eq!(
+            e.expired(&entry(now, 0), now),
+            Some(Reason::SoftEvict),
+            "retired by the eviction first"
+        );
+        assert_eq!(e.expired(&entry(later, 1), now), None, "opened since");
+    }
+
     /// The module doc above and `docs/engine.md` (the public `design`
     /// page) are one text: a change to either must be made to both.
     #[test]

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pool_core::managers::tokio_postgres::PostgresManager;
 use pool_core::{Pool, PoolConfig};
+use pool_postgres::PostgresManager;
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 

@@ -17,6 +17,9 @@
 // here. `scripts/test.sh`'s passes build every binary, and each item is
 // used by at least one of them.
 #![allow(dead_code, unreachable_pub)]
+// Shared by the test binaries of several crates, each with its own features
+// (`tokio-postgres` is pool-postgres's, the `sqlx*` ones pool-sqlx's).
+#![allow(unexpected_cfgs)]
 
 pub mod cluster;
 pub mod db;
@@ -27,6 +30,7 @@ pub mod mock;
 pub mod pg;
 pub mod pgbouncer;
 pub mod silent;
+pub mod sqlx_rules;
 
 // Unused by the server suites, which have no mock.
 #[allow(unused_imports)]

@@ -48,14 +48,13 @@ pub async fn server() -> (tokio_postgres::Config, tokio_postgres::Client) {
 /// As [`server`] does, and when the manager cannot connect.
 #[cfg(feature = "tokio-postgres")]
 pub async fn connected_manager() -> (
-    pool_core::managers::tokio_postgres::PostgresManager<tokio_postgres::NoTls>,
-    pool_core::managers::tokio_postgres::PgClient,
+    pool_postgres::PostgresManager<tokio_postgres::NoTls>,
+    pool_postgres::PgClient,
     tokio_postgres::Client,
 ) {
     use pool_core::ManageConnection;
     let (config, admin) = server().await;
-    let manager =
-        pool_core::managers::tokio_postgres::PostgresManager::new(config, tokio_postgres::NoTls);
+    let manager = pool_postgres::PostgresManager::new(config, tokio_postgres::NoTls);
     let conn = manager.connect().await.expect("connect");
     (manager, conn, admin)
 }
@@ -68,9 +67,9 @@ pub async fn connected_manager() -> (
 /// When the query finishes within the limit.
 #[cfg(feature = "tokio-postgres")]
 pub async fn outlived_query(
-    conn: &pool_core::managers::tokio_postgres::PgClient,
+    conn: &pool_postgres::PgClient,
     secs: u32,
-) -> pool_core::managers::tokio_postgres::QueryError {
+) -> pool_postgres::QueryError {
     let sql = format!("SELECT pg_sleep({secs})");
     conn.with_timeout(std::time::Duration::from_millis(100), conn.query(&sql, &[]))
         .await
