@@ -180,7 +180,7 @@ impl Fault {
 enum AnyPool {
     Ours(pool_core::Pool<PostgresManager<NoTls>>),
     #[cfg(feature = "sqlx-manager")]
-    OursSqlx(SqlxPool<sqlx::PgConnection>),
+    OursSqlx(pool_sqlx::Pool<sqlx::PgConnection>),
     Deadpool(deadpool_postgres::Pool),
     Bb8(bb8::Pool<bb8_postgres::PostgresConnectionManager<NoTls>>),
     Sqlx(sqlx::PgPool),
@@ -233,13 +233,13 @@ impl AnyPool {
         };
         Ok(match kind {
             Kind::Ours => AnyPool::Ours(
-                SqlxPool::new(PostgresManager::new(pg, NoTls), ours()?)
+                pool_core::Pool::new(PostgresManager::new(pg, NoTls), ours()?)
                     .await
                     .map_err(|e| e.to_string())?,
             ),
             #[cfg(feature = "sqlx-manager")]
             Kind::OursSqlx => AnyPool::OursSqlx(
-                SqlxPool::new(
+                pool_sqlx::Pool::new(
                     pool_sqlx::SqlxManager::<sqlx::PgConnection>::new(sqlx_options()),
                     ours()?,
                 )
