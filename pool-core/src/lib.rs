@@ -180,9 +180,10 @@ pub mod guide {
 pub use engine::PooledConnection;
 pub use pool::Pool;
 pub use pool_api::{
-    async_trait, ConfigError, ConnectTimedOut, ConnectionInfo, ErrorClass, Evictions, Holder,
-    HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig, PoolConfigBuilder,
-    PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase, ValidationMode, MAX_POOL_SIZE,
+    async_trait, ConfigError, ConnectRunning, ConnectTimedOut, ConnectionInfo, ErrorClass,
+    Evictions, Holder, HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig,
+    PoolConfigBuilder, PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase,
+    ValidationMode, MAX_POOL_SIZE,
 };
 // For the crate's own paths (`crate::PoolerMode`), used by the PostgreSQL
 // managers only, each behind its feature; users name them in
