@@ -43,7 +43,7 @@
 //! | `index_stack.rs` | leaf: the lock-free Treiber stack of slot indices |
 //! | `waiters.rs`, `waiters/waiter.rs`, `linked_list.rs` | leaf: `WaiterQueue` and the `Waiter` future, the fair waiting protocol (it talks back through the narrow `WaitHost` trait); the intrusive list |
 //! | `affinity.rs` | leaf: each thread's list of the slots it parked, over `&Slots` |
-//! | `health.rs` | leaf: connect health: back-off, failure epoch, fail-fast state, last error |
+//! | `health.rs` | leaf: connect health: back-off, failure epoch, fail-fast state, last error, the connects running |
 //! | `suspend.rs` | leaf: the suspension flag and the shelved connections |
 //! | `stats.rs`, `histogram.rs`, `export.rs` | leaf: counters, histograms, the `PoolMetrics` snapshot, export through `metrics` |
 //! | `coop.rs`, `clock.rs`, `sync.rs` | leaf: tokio's cooperative budget, timestamps, the loom shim |
