@@ -84,6 +84,14 @@ impl PoolState {
 /// is `1 opening`, never `1 open`.
 impl fmt::Display for PoolState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, None)
+    }
+}
+
+impl PoolState {
+    /// The Display text, with the oldest connect still running said after
+    /// the opening count when there is one and the count is not zero.
+    fn write(&self, f: &mut fmt::Formatter<'_>, oldest: Option<&ConnectRunning>) -> fmt::Result {
         let open = self.idle + self.in_use + self.closing;
         write!(
             f,
@@ -93,7 +101,42 @@ impl fmt::Display for PoolState {
         if self.closing != 0 {
             write!(f, ", {} closing", self.closing)?;
         }
-        write!(f, "; {} opening; {} waiting", self.opening, self.waiting)
+        write!(f, "; {} opening", self.opening)?;
+        if let Some(oldest) = oldest.filter(|_| self.opening != 0) {
+            let which = if self.opening > 1 { "oldest " } else { "" };
+            let running = rounded(oldest.running);
+            match &oldest.target {
+                Some(target) => write!(f, " ({which}to {target}, running {running:?})")?,
+                None => write!(f, " ({which}running {running:?})")?,
+            }
+        }
+        write!(f, "; {} waiting", self.waiting)
+    }
+}
+
+/// The oldest connect still running when a call timed out: where it goes
+/// and how long it had been running. Carried by [`PoolError::Timeout`],
+/// because a connect that hangs (a server that accepts TCP and never
+/// answers) has failed with nothing yet: without it, a wait behind such a
+/// connect would name no host.
+///
+/// Display (inside the timeout's): `1 opening (to 127.0.0.1:5432, running
+/// 5s)`, `2 opening (oldest to 127.0.0.1:5432, running 5s)`, or without
+/// the `to ...` when the manager names no target
+/// ([`ManageConnection::target`](crate::ManageConnection::target)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectRunning {
+    /// Where it goes, when the manager says.
+    pub target: Option<String>,
+    /// How long it had been running.
+    pub running: Duration,
+}
+
+impl ConnectRunning {
+    /// A connect to `target` (when known) that has run for `running`.
+    pub fn new(target: Option<String>, running: Duration) -> Self {
+        Self { target, running }
     }
 }
 
@@ -143,6 +186,7 @@ impl Error for ConnectTimedOut {}
 /// | variant | Display |
 /// |---|---|
 /// | [`Timeout`](Self::Timeout) | `timed out after 2s waiting for a connection (4 of 4 open: 0 idle, 4 in use; 0 opening; 3 waiting; 3 taken at src/orders.rs:88:23, held up to 1.9s; 1 at src/report.rs:40:9, held up to 210ms); last error: connection refused` |
+/// | [`Timeout`](Self::Timeout), behind a connect that hangs | `timed out after 5s waiting for a connection (0 of 2 open: 0 idle, 0 in use; 1 opening (to 127.0.0.1:5432, running 5s); 1 waiting)` |
 /// | [`Closed`](Self::Closed) | `pool is closed` |
 /// | [`Backend`](Self::Backend) | `connect failed: connection refused`, or the cause's text alone when it already says it was a connect: `connect to 127.0.0.1:5433 failed: password authentication failed for user "app"` |
 ///
@@ -160,8 +204,10 @@ pub enum PoolError<E> {
     /// No connection could be had in time.
     ///
     /// Display says how long it waited, what ran out of time, the pool's
-    /// counts at that moment, the busiest holder sites and, as context, the last connect or validation
-    /// error; `source()` returns that error too.
+    /// counts at that moment (with, beside the opening count, where the
+    /// oldest connect still running goes and for how long it has run), the
+    /// busiest holder sites and, as context, the last connect or
+    /// validation error; `source()` returns that error too.
     Timeout {
         /// How long the call waited in all.
         waited: Duration,
@@ -173,6 +219,12 @@ pub enum PoolError<E> {
         /// if any: a backend error (`E`, to downcast) or a
         /// [`ConnectTimedOut`].
         last_error: Option<Arc<dyn Error + Send + Sync>>,
+        /// The oldest connect still running when it gave up, if any was
+        /// (counted in `state.opening`): where it goes and how long it had
+        /// run, the only clue to a connect that hangs without failing.
+        /// Boxed, so that the error, which every `get()`'s `Result`
+        /// carries room for, stays small.
+        oldest_connect: Option<Box<ConnectRunning>>,
         /// Who held the connections when it gave up: the busiest sites
         /// that took them, with how long they had been held (empty when
         /// none was held, and for the initial connects of `Pool::new`).
@@ -220,6 +272,7 @@ impl<E: fmt::Debug> fmt::Debug for PoolError<E> {
                 phase,
                 state,
                 last_error,
+                oldest_connect,
                 holders,
             } => f
                 .debug_struct("Timeout")
@@ -227,6 +280,7 @@ impl<E: fmt::Debug> fmt::Debug for PoolError<E> {
                 .field("phase", phase)
                 .field("state", state)
                 .field("last_error", &last_error.as_ref().map(|e| e.to_string()))
+                .field("oldest_connect", oldest_connect)
                 .field("holders", &holders.to_string())
                 .finish(),
             PoolError::Closed => f.write_str("Closed"),
@@ -244,14 +298,16 @@ impl<E: fmt::Display> fmt::Display for PoolError<E> {
                 phase,
                 state,
                 last_error,
+                oldest_connect,
                 holders,
             } => {
                 let waited = rounded(*waited);
-                if holders.is_empty() {
-                    write!(f, "timed out after {waited:?} {phase} ({state})")?;
-                } else {
-                    write!(f, "timed out after {waited:?} {phase} ({state}; {holders})")?;
+                write!(f, "timed out after {waited:?} {phase} (")?;
+                state.write(f, oldest_connect.as_deref())?;
+                if !holders.is_empty() {
+                    write!(f, "; {holders}")?;
                 }
+                f.write_str(")")?;
                 if let Some(e) = last_error {
                     write!(f, "; last error: {e}")?;
                 }
@@ -315,6 +371,7 @@ mod tests {
             phase: TimeoutPhase::Wait,
             state: PoolState::new(0, 4, 0, 3, 4),
             last_error: Some(Arc::new(io::Error::other("connection refused"))),
+            oldest_connect: None,
             holders: HolderSites::default(),
         };
         assert_eq!(
@@ -342,6 +399,45 @@ mod tests {
     }
 
     #[test]
+    fn timeout_names_the_oldest_connect_still_running_beside_the_opening_count() {
+        let timeout = |opening, oldest: ConnectRunning, last_error: Option<&str>| {
+            PoolError::<io::Error>::Timeout {
+                waited: Duration::from_millis(200),
+                phase: TimeoutPhase::Wait,
+                state: PoolState::new(0, 0, opening, 1, 2),
+                last_error: last_error
+                    .map(|e| Arc::new(io::Error::other(e)) as Arc<dyn Error + Send + Sync>),
+                oldest_connect: Some(Box::new(oldest)),
+                holders: HolderSites::default(),
+            }
+            .to_string()
+        };
+        let at = |target: Option<&str>, ms| {
+            ConnectRunning::new(target.map(String::from), Duration::from_millis(ms))
+        };
+        assert_eq!(
+            timeout(1, at(Some("127.0.0.1:5999"), 200), None),
+            "timed out after 200ms waiting for a connection (0 of 2 open: 0 idle, 0 in use; \
+             1 opening (to 127.0.0.1:5999, running 200ms); 1 waiting)"
+        );
+        assert_eq!(
+            timeout(2, at(Some("db1:5432"), 300), Some("connection refused")),
+            "timed out after 200ms waiting for a connection (0 of 2 open: 0 idle, 0 in use; \
+             2 opening (oldest to db1:5432, running 300ms); 1 waiting); \
+             last error: connection refused"
+        );
+        // A running time cut from clock readings reads rounded.
+        let cut = ConnectRunning::new(None, Duration::from_nanos(199_999_871));
+        assert!(
+            timeout(1, cut, None).contains("; 1 opening (running 200ms); 1 waiting)"),
+            "no target: the time alone"
+        );
+        // Nothing counted as opening (a connect that ended as the count was
+        // taken): the count is the truth, and nothing is said beside it.
+        assert!(timeout(0, at(Some("db1:5432"), 200), None).contains("; 0 opening; 1 waiting)"));
+    }
+
+    #[test]
     fn timeout_names_the_busiest_holder_sites() {
         let here = std::panic::Location::caller();
         let holders = [crate::Holder::new(here, Duration::from_millis(4_900))];
@@ -350,6 +446,7 @@ mod tests {
             phase: TimeoutPhase::Wait,
             state: PoolState::new(0, 1, 0, 1, 1),
             last_error: None,
+            oldest_connect: None,
             holders: HolderSites::from_holders(&holders, 3),
         };
         assert_eq!(
@@ -374,6 +471,7 @@ mod tests {
                 phase,
                 state: PoolState::new(1, 2, 1, 0, 4),
                 last_error: None,
+                oldest_connect: None,
                 holders: HolderSites::default(),
             };
             assert_eq!(
@@ -397,6 +495,7 @@ mod tests {
                 Duration::from_secs(10),
                 None,
             ))),
+            oldest_connect: None,
             holders: HolderSites::default(),
         };
         assert!(
@@ -430,6 +529,7 @@ mod tests {
                 phase: TimeoutPhase::Wait,
                 state: PoolState::default(),
                 last_error: None,
+                oldest_connect: None,
                 holders: HolderSites::default(),
             }
             .to_string()
@@ -482,6 +582,7 @@ mod tests {
                 phase: TimeoutPhase::Wait,
                 state: PoolState::default(),
                 last_error: None,
+                oldest_connect: None,
                 holders: HolderSites::default(),
             },
         ];

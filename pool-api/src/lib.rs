@@ -25,7 +25,7 @@ mod metrics;
 pub use async_trait::async_trait;
 pub use builder::PoolConfigBuilder;
 pub use config::{ConfigError, PoolConfig, ValidationMode, MAX_POOL_SIZE};
-pub use error::{ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
+pub use error::{ConnectRunning, ConnectTimedOut, PoolError, PoolState, TimeoutPhase};
 pub use holders::{Holder, HolderSites, SiteHolders};
 pub use hooks::{ConnectionInfo, Hooks, NoHooks};
 pub use manager::{ErrorClass, ManageConnection};

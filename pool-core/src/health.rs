@@ -27,6 +27,12 @@
 //!   succeed, connectors may run up to `max_concurrent_reconnects` at once,
 //!   so the callers of an outage are served together
 //!   ([`Health::reopen_target`], [`Health::reopened`]).
+//! * **Connects running**: when each began ([`Health::connect_started`]),
+//!   so a caller that times out behind one that hangs without failing (a
+//!   server that accepts TCP and never answers), with no last error to
+//!   tell it, is told where the oldest goes and for how long it has run
+//!   ([`Health::oldest_connect`]). A lock at each connect's start and end,
+//!   none at a checkout.
 
 use std::any::Any;
 use std::error::Error;
@@ -179,6 +185,9 @@ pub(crate) struct Health<E> {
     failure: Mutex<Option<Failure<E>>>,
     /// The last connect error (timed-out callers see it).
     last_error: Mutex<Option<LastError>>,
+    /// When each connect now running began (see the module docs); read
+    /// only for a timeout's text, so a `std` lock, not modelled by loom.
+    connects: Mutex<Vec<Stamp>>,
 }
 
 impl<E> std::fmt::Debug for Health<E> {
@@ -203,6 +212,7 @@ impl<E> Health<E> {
             reopen_to: AtomicU32::new(0),
             failure: Mutex::new(None),
             last_error: Mutex::new(None),
+            connects: Mutex::new(Vec::new()),
         }
     }
 
@@ -242,6 +252,19 @@ impl<E> Health<E> {
 
     pub(crate) fn last_error(&self) -> Option<LastError> {
         lock(&self.last_error).clone()
+    }
+
+    /// Records a connect that began `at`, until the value returned is
+    /// dropped (the connect ended, or its future was dropped).
+    pub(crate) fn connect_started(&self, at: Stamp) -> Connecting<'_, E> {
+        lock(&self.connects).push(at);
+        Connecting { health: self, at }
+    }
+
+    /// When the oldest connect now running began.
+    #[cold]
+    pub(crate) fn oldest_connect(&self) -> Option<Stamp> {
+        lock(&self.connects).iter().copied().min()
     }
 
     /// Records that a failure was seen at `now` (see `failed_at`), with
@@ -387,9 +410,47 @@ impl<E> Health<E> {
     }
 }
 
+/// A connect counted as running ([`Health::connect_started`]) until
+/// dropped.
+pub(crate) struct Connecting<'a, E> {
+    health: &'a Health<E>,
+    at: Stamp,
+}
+
+impl<E> Drop for Connecting<'_, E> {
+    fn drop(&mut self) {
+        let mut connects = lock(&self.health.connects);
+        // Any entry of the same stamp: connects that began together are
+        // interchangeable here.
+        if let Some(i) = connects.iter().position(|&at| at == self.at) {
+            connects.swap_remove(i);
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oldest_connect_running_is_kept_until_it_ends() {
+        let h: Health<std::io::Error> = Health::new();
+        assert_eq!(h.oldest_connect(), None);
+        let first = h.connect_started(Stamp::from_nanos(10));
+        let second = h.connect_started(Stamp::from_nanos(30));
+        let twin = h.connect_started(Stamp::from_nanos(30));
+        assert_eq!(h.oldest_connect(), Some(Stamp::from_nanos(10)));
+        drop(first);
+        assert_eq!(h.oldest_connect(), Some(Stamp::from_nanos(30)));
+        drop(second);
+        assert_eq!(
+            h.oldest_connect(),
+            Some(Stamp::from_nanos(30)),
+            "one of two that began together still runs"
+        );
+        drop(twin);
+        assert_eq!(h.oldest_connect(), None);
+    }
 
     #[test]
     fn backoff_doubles_from_five_ms_to_one_second() {

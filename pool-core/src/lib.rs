@@ -151,7 +151,8 @@ pub mod guide {
 pub use engine::PooledConnection;
 pub use pool::{Pool, PoolId};
 pub use pool_api::{
-    async_trait, ConfigError, ConnectTimedOut, ConnectionInfo, ErrorClass, Evictions, Holder,
-    HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig, PoolConfigBuilder,
-    PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase, ValidationMode, MAX_POOL_SIZE,
+    async_trait, ConfigError, ConnectRunning, ConnectTimedOut, ConnectionInfo, ErrorClass,
+    Evictions, Holder, HolderSites, Hooks, ManageConnection, MetricNames, NoHooks, PoolConfig,
+    PoolConfigBuilder, PoolError, PoolMetrics, PoolState, SiteHolders, TimeoutPhase,
+    ValidationMode, MAX_POOL_SIZE,
 };

@@ -188,8 +188,10 @@ impl<M: ManageConnection> Pool<M> {
     ///
     /// # Errors
     ///
-    /// [`PoolError::Timeout`] after `acquire_timeout`, with the pool's counts
-    /// the sites holding the connections, and the last connect or validation
+    /// [`PoolError::Timeout`] after `acquire_timeout`, with the pool's
+    /// counts, the sites holding the connections, the oldest connect still
+    /// running (where it goes and how long it has run: `1 opening (to
+    /// 10.0.0.7:5432, running 5s)`), and the last connect or validation
     /// error; [`PoolError::ConnectFailed`] at once when connecting failed and
     /// no connection is open that could come back (fail fast, see
     /// `PoolConfigBuilder::fail_fast`); [`PoolError::Closed`] once the pool

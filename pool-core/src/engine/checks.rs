@@ -163,14 +163,14 @@ impl<M: ManageConnection> Engine<M> {
         // In flight until checked: dropping it (a cancelled `get()`) closes
         // the connection, which may be mid-ping.
         let mut conn = Floating::new(self.clone(), slots.take_held(held), Reason::Validation);
-        // The checks run on tokio timers: the limit is a tokio instant.
+        // The checks' time: `validation_timeout`, or what is left of the
+        // caller's when that is less.
         let allowed = match deadline {
             Some(d) => self.config.validation_timeout().min(d.since(now)),
             None => self.config.validation_timeout(),
         };
-        let limit = Instant::now().checked_add(allowed);
         let checked = self
-            .run_checks(&mut conn, validate, idle_for, now, limit, deadline)
+            .run_checks(&mut conn, validate, idle_for, now, allowed, deadline)
             .await;
         self.health
             .count_check(&self.clock, created_at, checked.is_ok());
@@ -179,17 +179,20 @@ impl<M: ManageConnection> Engine<M> {
         let held = slots.hold(conn.land());
         Ok((held, now))
     }
-    /// Validation (when due) and the `before_acquire` hook, within `limit`;
-    /// a refusal drops `conn`, which closes it.
+    /// Validation (when due) and the `before_acquire` hook, within
+    /// `allowed` from now; a refusal drops `conn`, which closes it.
     async fn run_checks(
         &self,
         conn: &mut Floating<M>,
         validate: bool,
         idle_for: Duration,
         now: Stamp,
-        limit: Option<Instant>,
+        allowed: Duration,
         deadline: Option<Stamp>,
     ) -> Result<(), Refused> {
+        // The checks run on tokio timers: the limit is a tokio instant.
+        let limit = Instant::now().checked_add(allowed);
+        let judge = |checked, what| self.judge(checked, deadline, what, allowed);
         // The hook first, like deadpool's `pre_recycle` before its recycle
         // check.
         if let Some(hooks) = self.checkout_hook() {
@@ -201,26 +204,28 @@ impl<M: ManageConnection> Engine<M> {
                 Some(Ok(false)) => return Err(Refused::Retry),
                 other => {
                     let other = other.map(|r| r.map(|_| ()));
-                    self.judge(other, deadline, "before_acquire hook")?;
+                    judge(other, "before_acquire hook")?;
                 }
             }
         }
         if validate {
             conn.closes_as(Reason::Validation);
             let checked = run_until(limit, self.manager.is_valid(conn.conn_mut())).await;
-            self.judge(checked, deadline, "validation")?;
+            judge(checked, "validation")?;
             // Known alive now: past any failure epoch seen so far.
             conn.entry_mut().last_ping = self.clock.now();
         }
         Ok(())
     }
     /// Turns a failed check into `Retry` (recording the error) or, when the
-    /// caller's deadline has passed, a timeout in that phase.
+    /// caller's deadline has passed, a timeout in that phase; `allowed`:
+    /// the time the check was given.
     fn judge(
         &self,
         checked: Option<Result<(), M::Error>>,
         deadline: Option<Stamp>,
         what: &'static str,
+        allowed: Duration,
     ) -> Result<(), Refused> {
         match checked {
             Some(Ok(())) => Ok(()),
@@ -232,7 +237,7 @@ impl<M: ManageConnection> Engine<M> {
             }
             None => {
                 self.health
-                    .set_last_error(std::sync::Arc::new(CheckTimedOut(what)));
+                    .set_last_error(std::sync::Arc::new(CheckTimedOut(what, allowed)));
                 self.saw_failure(self.clock.now());
                 if deadline.is_some_and(|d| self.clock.now() >= d) {
                     Err(Refused::Timeout(TimeoutPhase::Validation))
@@ -264,15 +269,50 @@ async fn run_until<F: std::future::Future>(limit: Option<Instant>, f: F) -> Opti
     }
 }
 
-/// A checkout check that ran past `validation_timeout` or the caller's
-/// deadline; kept as the pool's last error.
+/// A checkout check that ran past the time it was given
+/// (`validation_timeout`, or what was left of the caller's deadline when
+/// that was less); kept as the pool's last error: `validation did not
+/// finish within 2s`.
 #[derive(Debug)]
-struct CheckTimedOut(&'static str);
+struct CheckTimedOut(&'static str, Duration);
 
 impl std::fmt::Display for CheckTimedOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} did not finish in time", self.0)
+        let limit = to_the_millisecond(self.1);
+        write!(f, "{} did not finish within {limit:?}", self.0)
     }
 }
 
+/// A limit as a person reads it, as the pool's other texts give theirs:
+/// whole milliseconds from a millisecond up (a limit cut from what was
+/// left of a deadline reads `2s`, not `1.999871002s`), whole microseconds
+/// below.
+fn to_the_millisecond(d: Duration) -> Duration {
+    let unit: u128 = if d >= Duration::from_millis(1) {
+        1_000_000
+    } else {
+        1_000
+    };
+    let nanos = (d.as_nanos() + unit / 2) / unit * unit;
+    u64::try_from(nanos).map_or(d, Duration::from_nanos)
+}
+
 impl std::error::Error for CheckTimedOut {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_timeout_says_its_limit_rounded_for_people() {
+        let text = |nanos| CheckTimedOut("validation", Duration::from_nanos(nanos)).to_string();
+        assert_eq!(text(1_999_871_002), "validation did not finish within 2s");
+        assert_eq!(text(250_000_000), "validation did not finish within 250ms");
+        assert_eq!(text(41_600), "validation did not finish within 42µs");
+        let max = CheckTimedOut("validation", Duration::MAX).to_string();
+        assert_eq!(
+            max,
+            format!("validation did not finish within {:?}", Duration::MAX)
+        );
+    }
+}

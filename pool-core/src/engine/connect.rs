@@ -206,6 +206,8 @@ impl<M: ManageConnection> Engine<M> {
         let generation = self.generation();
         #[cfg(feature = "metrics")]
         let started = tokio::time::Instant::now();
+        // Named by a timeout while it runs (`Engine::oldest_connect`).
+        let running = self.health.connect_started(self.clock.now());
         let mut connecting = Box::pin(async {
             let mut conn = self.manager.connect().await?;
             if let Some(hooks) = self.hooks.as_deref() {
@@ -235,6 +237,7 @@ impl<M: ManageConnection> Engine<M> {
                 )))
             }
         };
+        drop(running);
         self.health.count_success();
         if self.health.is_down() {
             self.health.recovered();

@@ -298,14 +298,17 @@ impl<M: ManageConnection> Engine<M> {
         }
     }
 
-    /// `Pool::new`'s timeout: how long the start-up ran, the counts, and
-    /// the last connect error.
+    /// `Pool::new`'s timeout: how long the start-up ran, the counts (with
+    /// the oldest connect of its own still running, if one is), and the
+    /// last connect error.
     fn start_up_timed_out(&self, start: StartUp) -> PoolError<M::Error> {
+        let state = self.state();
         PoolError::Timeout {
             waited: start.began.elapsed(),
             phase: TimeoutPhase::Connect,
-            state: self.state(),
+            state,
             last_error: self.health.last_error(),
+            oldest_connect: self.oldest_connect(&state, self.clock.now()),
             holders: pool_api::HolderSites::default(),
         }
     }

@@ -43,7 +43,7 @@
 //! | `index_stack.rs` | leaf: the lock-free Treiber stack of slot indices |
 //! | `waiters.rs`, `waiters/waiter.rs`, `linked_list.rs` | leaf: `WaiterQueue` and the `Waiter` future, the fair waiting protocol (it talks back through the narrow `WaitHost` trait); the intrusive list |
 //! | `affinity.rs` | leaf: each thread's list of the slots it parked, over `&Slots` |
-//! | `health.rs` | leaf: connect health: back-off, failure epoch, fail-fast state, last error |
+//! | `health.rs` | leaf: connect health: back-off, failure epoch, fail-fast state, last error, the connects running |
 //! | `suspend.rs` | leaf: the suspension flag and the shelved connections |
 //! | `stats.rs`, `histogram.rs`, `export.rs` | leaf: counters, histograms, the `PoolMetrics` snapshot, export through `metrics` |
 //! | `coop.rs`, `clock.rs`, `sync.rs` | leaf: tokio's cooperative budget, timestamps, the loom shim |
@@ -368,13 +368,37 @@ impl<M: ManageConnection> Engine<M> {
         self.stats.timed_out();
         #[cfg(feature = "metrics")]
         self.export.timeout();
+        let now = self.clock.now();
+        let state = self.state();
         PoolError::Timeout {
-            waited: self.clock.now().since(started),
+            waited: now.since(started),
             phase,
-            state: self.state(),
+            state,
             last_error: self.health.last_error(),
-            holders: self.holder_sites(self.clock.now()),
+            oldest_connect: self.oldest_connect(&state, now),
+            holders: self.holder_sites(now),
         }
+    }
+
+    /// The oldest connect still running, for a timeout's text built at
+    /// `now` with the counts `state`: where it goes and how long it has
+    /// run. `None` when `state` counts nothing as opening, so the text
+    /// never names a connect its counts leave out.
+    #[cold]
+    pub(crate) fn oldest_connect(
+        &self,
+        state: &PoolState,
+        now: Stamp,
+    ) -> Option<Box<pool_api::ConnectRunning>> {
+        if state.opening == 0 {
+            return None;
+        }
+        let began = self.health.oldest_connect()?;
+        let running = now.since(began);
+        Some(Box::new(pool_api::ConnectRunning::new(
+            self.manager.target(),
+            running,
+        )))
     }
 
     pub(crate) fn is_closed(&self) -> bool {

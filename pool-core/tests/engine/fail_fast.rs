@@ -264,3 +264,51 @@ async fn a_permanent_connect_error_fails_at_the_first_attempt() {
     assert!(started.elapsed() < Duration::from_secs(1));
     assert_eq!(mock.script.connects(), 2, "one attempt for the lazy pool");
 }
+
+#[tokio::test(start_paused = true)]
+async fn connects_that_time_out_fail_callers_fast_naming_the_connects_still_running() {
+    let mock = Mock::default();
+    mock.script.on_connect.set(support::Behaviour::Never);
+    *mock.script.target.lock().unwrap() = Some("db1:5432".into());
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(2)
+            .connect_timeout(Duration::from_secs(1))
+            .max_concurrent_connects(2)
+            .acquire_timeout(THIRTY_S)
+            .build()
+            .unwrap(),
+    );
+    // Its connect times out at 1 s, the retry at 2 s: the database is
+    // down, and the caller is told then, not at 30 s.
+    let err = pool.get().await.expect_err("connects time out");
+    assert_eq!(
+        err.to_string(),
+        "timed out after 2s opening a connection (0 of 2 open: 0 idle, 0 in use; \
+         0 opening; 0 waiting); last error: connect to db1:5432 did not finish within 1s"
+    );
+    // Two callers queue and start a connect each; half a second later
+    // every connector place is mid-connect, so a third caller fails at
+    // once, told where those connects go and for how long they have run.
+    let queued: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.get().await.map(drop) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let err = pool.get().await.expect_err("still down");
+    assert_eq!(
+        err.to_string(),
+        "timed out after 0ns opening a connection (0 of 2 open: 0 idle, 0 in use; \
+         2 opening (oldest to db1:5432, running 500ms); 2 waiting); \
+         last error: connect to db1:5432 did not finish within 1s"
+    );
+    let PoolError::Timeout { phase, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(*phase, TimeoutPhase::Connect);
+    for caller in queued {
+        caller.abort();
+    }
+}

@@ -6,12 +6,25 @@
 use std::error::Error;
 use std::time::Duration;
 
-use crate::support::{config, Mock};
+use crate::support::{config, Behaviour, Mock};
 use pool_core::{ConnectTimedOut, Pool, PoolError, TimeoutPhase};
 use tokio::time::Instant;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A mock whose connects never finish, to `127.0.0.1:5999`: a server that
+/// accepts TCP and never answers.
+fn hanging_at_5999() -> Mock {
+    let mock = Mock::default();
+    mock.script.on_connect.set(Behaviour::Never);
+    *mock.script.target.lock().unwrap() = Some("127.0.0.1:5999".into());
+    mock
 }
 
 /// `Pool::new` on `mock` and `config`: its error, and how long it took.
@@ -107,9 +120,83 @@ async fn a_wait_behind_a_hanging_connect_counts_it_as_opening_not_open() {
     assert_eq!(
         err.to_string(),
         "timed out after 5s waiting for a connection (0 of 2 open: 0 idle, 0 in use; \
-         1 opening; 1 waiting)"
+         1 opening (running 5s); 1 waiting)"
     );
     assert!(err.source().is_none(), "no connect has failed yet");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_behind_a_hanging_connect_names_where_it_hangs_and_for_how_long() {
+    // No connect has failed, so there is no last error: the connect still
+    // running is the only clue to where the wait hangs.
+    let pool = Pool::new_lazy(
+        hanging_at_5999(),
+        config(2).acquire_timeout(ms(200)).build().unwrap(),
+    );
+    let err = pool.get().await.expect_err("the connect never finishes");
+    assert_eq!(
+        err.to_string(),
+        "timed out after 200ms waiting for a connection (0 of 2 open: 0 idle, 0 in use; \
+         1 opening (to 127.0.0.1:5999, running 200ms); 1 waiting)"
+    );
+    assert!(err.source().is_none(), "no connect has failed yet");
+    let PoolError::Timeout { oldest_connect, .. } = &err else {
+        panic!("{err:?}");
+    };
+    let oldest = oldest_connect.as_deref().expect("the hanging connect");
+    assert_eq!(
+        (oldest.target.as_deref(), oldest.running),
+        (Some("127.0.0.1:5999"), ms(200))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_several_hanging_connects_the_oldest_is_named() {
+    let pool = Pool::new_lazy(hanging_at_5999(), config(2).build().unwrap());
+    // The first caller's connect starts at 0, the second's at 100 ms.
+    let first = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.get().await.map(drop) }
+    });
+    tokio::time::sleep(ms(100)).await;
+    let err = pool
+        .get_timeout(ms(200))
+        .await
+        .expect_err("the connects never finish");
+    assert_eq!(
+        err.to_string(),
+        "timed out after 200ms waiting for a connection (0 of 2 open: 0 idle, 0 in use; \
+         2 opening (oldest to 127.0.0.1:5999, running 300ms); 2 waiting)"
+    );
+    first.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_connect_is_named_beside_the_last_error() {
+    let mock = hanging_at_5999();
+    mock.script.on_connect.set(Behaviour::Err);
+    let pool = Pool::new_lazy(
+        mock.clone(),
+        config(1)
+            .fail_fast(false)
+            .acquire_timeout(ms(200))
+            .build()
+            .unwrap(),
+    );
+    // Connects fail while the first caller waits; then they hang.
+    let err = pool.get().await.expect_err("every connect fails");
+    assert!(
+        err.to_string().ends_with("; last error: connect failed"),
+        "{err}"
+    );
+    mock.script.on_connect.set(Behaviour::Never);
+    let err = pool.get().await.expect_err("the connect never finishes");
+    assert_eq!(
+        err.to_string(),
+        "timed out after 200ms waiting for a connection (0 of 1 open: 0 idle, 0 in use; \
+         1 opening (to 127.0.0.1:5999, running 200ms); 1 waiting); last error: connect failed"
+    );
+    assert_eq!(err.source().unwrap().to_string(), "connect failed");
 }
 
 #[tokio::test(start_paused = true)]

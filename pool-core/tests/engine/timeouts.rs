@@ -109,10 +109,16 @@ async fn validation_phase_when_is_valid_hangs_past_the_deadline() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().contains("validating a connection"), "{err}");
+    // The check's limit was the 1 s the caller had left, not the 30 s of
+    // `validation_timeout`: the text says which.
+    assert_eq!(
+        err.to_string(),
+        "timed out after 1s validating a connection (0 of 2 open: 0 idle, 0 in use; \
+         0 opening; 0 waiting); last error: validation did not finish within 1s"
+    );
     assert_eq!(
         err.source().map(|e| e.to_string()).as_deref(),
-        Some("validation did not finish in time")
+        Some("validation did not finish within 1s")
     );
     // The connection caught mid-ping is closed; its slot is free.
     let m = pool.metrics();
@@ -122,6 +128,31 @@ async fn validation_phase_when_is_valid_hangs_past_the_deadline() {
         "{m:?}"
     );
     assert_eq!(mock.script.alive(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn validation_phase_when_the_before_acquire_hook_hangs_says_its_limit() {
+    let mock = Mock::default();
+    let hooks = support::Scripted::default();
+    let pool = Pool::new_with_hooks(
+        mock.clone(),
+        config(2)
+            .validation_timeout(Duration::from_secs(30))
+            .acquire_timeout(ms(400))
+            .build()
+            .unwrap(),
+        hooks.clone(),
+    )
+    .await
+    .unwrap();
+    support::use_each(&pool, 1).await;
+    hooks.0.before_acquire.set(support::Behaviour::Never);
+    let err = pool.get().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timed out after 400ms validating a connection (0 of 2 open: 0 idle, 0 in use; \
+         0 opening; 0 waiting); last error: before_acquire hook did not finish within 400ms"
+    );
 }
 
 #[tokio::test(start_paused = true)]

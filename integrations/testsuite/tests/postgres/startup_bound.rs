@@ -1,8 +1,9 @@
 //! `Pool::new` with `PostgresManager` returns within `acquire_timeout`
 //! against a server that accepts TCP and never answers (the default
 //! `connect_timeout`, 10 s, is above it), naming where it connected; a
-//! lazy pool's wait behind such a connect counts it as opening, not open;
-//! a refused port fails at once, naming the host. Needs no database: the
+//! lazy pool's wait behind such a connect counts it as opening, not open,
+//! and names where it hangs; a refused port fails at once, naming the
+//! host. Needs no database: the
 //! servers are the test's own, on 127.0.0.1.
 #![cfg(feature = "tokio-postgres")]
 
@@ -86,6 +87,36 @@ async fn a_lazy_wait_behind_a_hanging_connect_counts_it_as_opening() {
         );
         // Dropped, not closed: `close().await` would wait for the connect
         // still hanging (up to its 10 s).
+        drop(pool);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_lazy_wait_behind_a_hanging_connect_names_the_host() {
+    bounded(async {
+        let server = Silent::start().await;
+        let pool = Pool::new_lazy(
+            manager(server.port()),
+            PoolConfig::builder()
+                .max_size(2)
+                .acquire_timeout(LIMIT)
+                .build()
+                .expect("config"),
+        );
+        let err = pool.get().await.expect_err("nothing answers");
+        // No connect has failed: the one still running says where.
+        let text = err.to_string();
+        let opening = format!(
+            "(0 of 2 open: 0 idle, 0 in use; 1 opening (to 127.0.0.1:{}, running ",
+            server.port()
+        );
+        assert!(
+            text.starts_with("timed out after ")
+                && text.contains(&opening)
+                && text.ends_with("); 1 waiting)"),
+            "{text}"
+        );
         drop(pool);
     })
     .await;
