@@ -10,6 +10,7 @@ mod error;
 mod failover;
 mod manager;
 mod query;
+mod statement;
 mod statements;
 mod timeout;
 mod transaction;
@@ -21,6 +22,6 @@ pub use manager::{
     PasswordFuture, PostgresManager, ResetMode, DEFAULT_KEEPALIVE_IDLE, DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_KEEPALIVE_RETRIES,
 };
-pub use query::PgStatement;
+pub use statement::PgStatement;
 pub use timeout::QueryError;
 pub use transaction::{PgTransaction, PgTransactionBuilder};

@@ -5,10 +5,11 @@
 use std::sync::atomic::Ordering;
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, SimpleQueryMessage, Statement, ToStatement};
+use tokio_postgres::{Row, SimpleQueryMessage, Statement};
 
 use super::client::PgClient;
 use super::error::PgError;
+use super::statement::{refuse, PgStatement};
 use crate::pooler::SessionStatement;
 use crate::session::{session_state, TxChange};
 use crate::PoolerMode;
@@ -231,54 +232,5 @@ impl PgClient {
             None => {}
         }
         Ok(())
-    }
-}
-
-/// Behind a pooler, for text that begins no transaction the pooled client
-/// follows (prepared, or run in a [`PgTransaction`](super::PgTransaction)):
-/// refuses session state.
-///
-/// # Errors
-///
-/// [`PgError::SessionStateBehindPooler`]: the text sets session state.
-pub(super) fn refuse(sql: &str) -> Result<(), PgError> {
-    match SessionStatement::in_text(sql) {
-        Some(refused) => Err(PgError::SessionStateBehindPooler(refused)),
-        None => Ok(()),
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for str {}
-    impl Sealed for String {}
-    impl Sealed for tokio_postgres::Statement {}
-}
-
-/// What [`PgClient::query`] and its siblings take: query text (`str`,
-/// `String`) or a prepared [`Statement`], as `Client::query` does.
-///
-/// Sealed: implemented for those three only.
-pub trait PgStatement: ToStatement + sealed::Sealed {
-    /// The query text, if this is text.
-    #[doc(hidden)]
-    fn text(&self) -> Option<&str>;
-}
-
-impl PgStatement for str {
-    fn text(&self) -> Option<&str> {
-        Some(self)
-    }
-}
-
-impl PgStatement for String {
-    fn text(&self) -> Option<&str> {
-        Some(self)
-    }
-}
-
-impl PgStatement for Statement {
-    fn text(&self) -> Option<&str> {
-        None
     }
 }

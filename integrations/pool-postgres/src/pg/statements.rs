@@ -6,7 +6,7 @@ use tokio_postgres::Statement;
 use super::cache::StatementCacheStats;
 use super::client::PgClient;
 use super::error::PgError;
-use super::query::refuse;
+use super::statement::refuse;
 use crate::PoolerMode;
 
 impl PgClient {

@@ -9,7 +9,7 @@ use tokio_postgres::{Error, IsolationLevel, Row, SimpleQueryMessage, Statement};
 use tokio_postgres::{Transaction, TransactionBuilder};
 
 use super::error::PgError;
-use super::query::{refuse, PgStatement};
+use super::statement::{refuse, PgStatement};
 use crate::PoolerMode;
 
 /// A `tokio_postgres` transaction whose end the pool can see.
