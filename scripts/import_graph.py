@@ -20,7 +20,8 @@ module file it names. Reported:
   `pool.rs`, the managers, adapters and ambient transactions) to
   `engine/` or `pool.rs` (leaves never name the engine);
 * every two-way pair of engine files: A defines a function that B
-  calls, and B one that A calls (the phases must call one way). The
+  calls, and B one that A calls (the phases must call one way), and
+  every longer cycle of such calls (A calls B, B calls C, C calls A); The
   functions are those of inherent `impl` blocks (the `Engine`'s or a
   phase type's, such as `Reservation`), called as `.name(`, or as
   `Type::name(` (a name several files define, such as `new`, is told
@@ -440,17 +441,27 @@ def main():
                 if f.endswith(".rs") and path not in read:
                     bad += 1
                     print(f"unread: {os.path.relpath(path, WS)}")
-    pairs, n_calls, _ = engine_pairs(os.path.join(WS, "pool-core", "src"))
+    pairs, n_calls, calls = engine_pairs(os.path.join(WS, "pool-core", "src"))
     for a, b, ab, ba in pairs:
         bad += 1
         print(f"two-way pair: engine/{a} <-> engine/{b}  ({a}->{b}: {', '.join(ab)}; {b}->{a}: {', '.join(ba)})")
+    graph = defaultdict(set)
+    for a, targets in calls.items():
+        for b in targets:
+            if a != b:
+                graph[a].add(b)
+                graph.setdefault(b, set())
+    for comp in sccs_of(graph):
+        if len(comp) > 2:
+            bad += 1
+            print("call cycle: engine/" + " -> engine/".join(sorted(comp)))
     missing, cited = journey_names(all_texts)
     for m in missing:
         bad += 1
         print(f"journey cites a name the sources do not define: {m}")
     print(f"{len(members)} crates ({', '.join(members)}), {n_files} files, {n_edges} import arrows, "
           f"{n_calls} engine file-to-file call arrows, {cited} names cited by the journey; "
-          f"{bad} findings (cycles, back arrows, unread files, two-way pairs, missing names)")
+          f"{bad} findings (cycles, back arrows, unread files, two-way pairs, call cycles, missing names)")
     return 1 if bad else 0
 
 

@@ -64,7 +64,6 @@ use super::Engine;
 use crate::clock::Stamp;
 use crate::health::{backoff_after, jittered, Failure, OpenError, FIRST_BACKOFF, MAX_BACKOFF};
 use crate::slots::Entry;
-use crate::sync::{fence, Ordering};
 
 /// A connector's place, claimed by [`Connector::claim`](super::demand::Connector::claim) and owned by the
 /// connector task from before its spawn (see `Connector`, "Places"):
@@ -122,57 +121,6 @@ impl<M: ManageConnection> Engine<M> {
     pub(crate) fn top_up_idle(self: &Arc<Self>) {
         if self.connector.has_room(self.connect_limit()) && self.slots.open() < self.slots.limit() {
             self.request_connections();
-        }
-    }
-
-    /// Spawns connectors for the current demand, within the bounds.
-    pub(crate) fn request_connections(self: &Arc<Self>) {
-        // SeqCst: the store-buffering protocol (see `Connector`). Pairs
-        // with this same fence in the other side's call: a queued waiter's
-        // (after its `waiting` increment) against a leaving connector's
-        // (after its `running` decrement) or a freed slot's (after the
-        // `open` decrement), so one of the two sees the other's write.
-        fence(Ordering::SeqCst);
-        loop {
-            // The open count first: it rarely changes, where the stack word
-            // behind `is_closed` is written by every checkout and return.
-            if self.slots.open() >= self.slots.limit() || self.is_closed() || self.is_suspended() {
-                return;
-            }
-            #[cfg(not(loom))]
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                // No runtime on this thread (a slot freed on a plain
-                // thread): no connector can start here. Wake the longest
-                // waiter instead; its task, on its own runtime, asks again
-                // from there (`WaitHost::queued`).
-                self.waiters.nudge();
-                return;
-            };
-            // The housekeeper of a pool whose runtime ended starts again on
-            // this one (`spawn_once`); one load while it runs.
-            #[cfg(not(loom))]
-            self.ensure_housekeeper();
-            // The bound only once a connector could start: a full pool (a
-            // caller queueing behind busy connections) returns above
-            // without reading it.
-            if !self.connector.claim(self.connect_limit(), || self.demand()) {
-                return;
-            }
-            // The models have no runtime: they count the connector instead
-            // and play its part themselves.
-            #[cfg(loom)]
-            self.connector.started.fetch_add(1, Ordering::Relaxed);
-            #[cfg(not(loom))]
-            {
-                let task = runtime.spawn(connector(Place::adopt(self.clone())));
-                // Finished already: a runtime shutting down dropped it
-                // unpolled, its place with it. Claiming again would only
-                // spawn and lose the next one, in a loop; a connector that
-                // really ran and finished asked again itself.
-                if task.is_finished() {
-                    return;
-                }
-            }
         }
     }
 
@@ -326,6 +274,16 @@ impl<M: ManageConnection> Engine<M> {
             Failure::TimedOut => Some(self.timeout_error(started, TimeoutPhase::Connect)),
         }
     }
+}
+
+/// The connector's entry ([`Starts::connector`](super::tasks::Starts)):
+/// spawns one connector on `runtime` for the place just claimed.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn start<M: ManageConnection>(
+    runtime: &tokio::runtime::Handle,
+    engine: &Arc<Engine<M>>,
+) -> tokio::task::JoinHandle<()> {
+    runtime.spawn(connector(Place::adopt(engine.clone())))
 }
 
 /// One connector task; see the module docs.

@@ -28,11 +28,13 @@
 //! `max_concurrent_connects` stops before its next connect. While connects
 //! fail, the usual bound paces them; a capacity refusal ends the reopening.
 
+use std::sync::Arc;
+
 use pool_api::ManageConnection;
 
 use super::Engine;
 use crate::clock::Stamp;
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
 /// The connectors' count: how many run.
 ///
@@ -157,6 +159,57 @@ impl Connector {
 }
 
 impl<M: ManageConnection> Engine<M> {
+    /// Spawns connectors for the current demand, within the bounds.
+    pub(crate) fn request_connections(self: &Arc<Self>) {
+        // SeqCst: the store-buffering protocol (see `Connector`). Pairs
+        // with this same fence in the other side's call: a queued waiter's
+        // (after its `waiting` increment) against a leaving connector's
+        // (after its `running` decrement) or a freed slot's (after the
+        // `open` decrement), so one of the two sees the other's write.
+        fence(Ordering::SeqCst);
+        loop {
+            // The open count first: it rarely changes, where the stack word
+            // behind `is_closed` is written by every checkout and return.
+            if self.slots.open() >= self.slots.limit() || self.is_closed() || self.is_suspended() {
+                return;
+            }
+            #[cfg(not(loom))]
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // No runtime on this thread (a slot freed on a plain
+                // thread): no connector can start here. Wake the longest
+                // waiter instead; its task, on its own runtime, asks again
+                // from there (`WaitHost::queued`).
+                self.waiters.nudge();
+                return;
+            };
+            // The housekeeper of a pool whose runtime ended starts again on
+            // this one (`spawn_once`); one load while it runs.
+            #[cfg(not(loom))]
+            self.ensure_housekeeper();
+            // The bound only once a connector could start: a full pool (a
+            // caller queueing behind busy connections) returns above
+            // without reading it.
+            if !self.connector.claim(self.connect_limit(), || self.demand()) {
+                return;
+            }
+            // The models have no runtime: they count the connector instead
+            // and play its part themselves.
+            #[cfg(loom)]
+            self.connector.started.fetch_add(1, Ordering::Relaxed);
+            #[cfg(not(loom))]
+            {
+                let task = (self.starts.connector)(&runtime, self);
+                // Finished already: a runtime shutting down dropped it
+                // unpolled, its place with it. Claiming again would only
+                // spawn and lose the next one, in a loop; a connector that
+                // really ran and finished asked again itself.
+                if task.is_finished() {
+                    return;
+                }
+            }
+        }
+    }
+
     /// Connections wanted now: one per waiter not covered by a connection
     /// on its way back (see `Returning`), plus, while the pool has
     /// handles, the larger of the shortfall below `min_size` (open

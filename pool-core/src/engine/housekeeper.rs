@@ -183,7 +183,12 @@ impl<M: ManageConnection> Engine<M> {
 }
 
 /// The housekeeper task (started by `Housekeeper::ensure`, `tasks.rs`).
-pub(super) async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
+/// The housekeeper's entry ([`Starts::housekeeper`](super::tasks::Starts)).
+pub(crate) fn start<M: ManageConnection>(weak: Weak<Engine<M>>) -> super::tasks::Task {
+    Box::pin(run(weak))
+}
+
+async fn run<M: ManageConnection>(weak: Weak<Engine<M>>) {
     // The first sweep comes one period after the start, not at once: the
     // housekeeper starts when a caller first waits, the moment a sweep
     // (which takes the idle set for an instant) would send the callers

@@ -15,8 +15,8 @@
 //! connection's life, an `impl Engine` block reading those fields. The
 //! leaves below it own their state, are generic over the connection, and
 //! never name the engine; `scripts/import_graph.py` checks that their
-//! imports form no circle and run only downwards, and that no two engine
-//! files call each other.
+//! imports form no circle and run only downwards, and that the engine
+//! files' calls form no circle either.
 //!
 //! | file | part |
 //! |---|---|
@@ -30,12 +30,12 @@
 //! | `engine/delivery.rs` | the one delivery path: `deliver`, `deliver_in_place` (to the longest waiter, else the idle stack) |
 //! | `engine/lifecycle.rs` | the pool as a whole: `open_initial`, `add`, `close`, `shut`, `resize`, `soft_evict_all`, `retain`, suspend and resume |
 //! | `engine/retire.rs` | the sink every ending runs into: `evict`, `close_in_slot`, `free_slot`, `give_back_slot` |
-//! | `engine/connect.rs` | connects apart from callers: `request_connections`, the connector tasks (`open_while_wanted`), `reserve`, `open`, `connect_failed`, `failed_fast` |
-//! | `engine/demand.rs` | what the connectors are for: `demand`, `connect_limit`, `saw_failure`; the `Connector` count |
+//! | `engine/connect.rs` | connects apart from callers: the connector task (its entry `start`, `open_while_wanted`), `reserve`, `open`, `connect_failed`, `failed_fast` |
+//! | `engine/demand.rs` | what the connectors are for: `request_connections`, `demand`, `connect_limit`, `saw_failure`; the `Connector` count |
 //! | `engine/in_flight.rs` | `Floating` (a connection being checked or reset, closed if dropped), `Reservation` (a slot reserved for a connect) |
 //! | `engine/housekeeper.rs` | the housekeeper task: idle and lifetime retirement, keepalive pings, refill, the leak scan |
 //! | `engine/sweeper.rs` | the sweeper task: times out waiters past their deadline |
-//! | `engine/tasks.rs` | the two tasks' handles: `Housekeeper`, `Sweeper`, `spawn_once` |
+//! | `engine/tasks.rs` | the background tasks' handles and entries: `Housekeeper`, `Sweeper`, `Starts`, `spawn_once` |
 //! | `engine/loom_tests.rs`, `engine/count_tests.rs` | loom models of the real engine (`--cfg loom`); the pool's reference count under parking |
 //! | `slots.rs`, `slots/slot.rs`, `entry.rs` | leaf: the slots, the idle stack and the free list; the tokens `Occupied`, `Held` and `Vacant`; one slot's state; what the pool knows about a connection |
 //! | `slots/parked.rs` | leaf: a connection parked in its own slot, claimed by a CAS on the slot's state; the ordering against queuing and closing |
@@ -52,11 +52,14 @@
 //! after it: `checkout.rs`, `checkin.rs`, `checks.rs`, `lifecycle.rs`,
 //! `housekeeper.rs`, `returning.rs`, `parking.rs`, `connect.rs`,
 //! `in_flight.rs`, `delivery.rs`, `retire.rs`, `demand.rs`, `tasks.rs`,
-//! `sweeper.rs`, `mod.rs`. One call goes back: a freed slot asks for a
-//! replacement (`free_slot` calls `request_connections`), which only starts
-//! connector tasks; a connector's own calls (`Reservation::fill`,
-//! `deliver`) run later, on its task. `tasks.rs` likewise starts the
-//! housekeeper and the sweeper without calling them.
+//! `sweeper.rs`, `mod.rs`. None goes back. The background tasks (the
+//! connectors, the housekeeper, the sweeper) begin at entries the engine is
+//! given when it is built (`Starts`, filled by `Engine::new` with
+//! `connect::start`, `housekeeper::start` and `sweeper::start`), so a phase
+//! that asks for a task (a freed slot's `free_slot` calls
+//! `request_connections`; a waiting checkout calls `Housekeeper::ensure`)
+//! starts it without naming its file, and the task's own calls
+//! (`Reservation::fill`, `deliver`) run later, on its task.
 //!
 //! ## One connection's journey
 //!
@@ -65,9 +68,10 @@
 //!
 //! 1. **Connect.** A caller that queues (`WaitHost::queued`,
 //!    `engine/checkout.rs`) calls `Engine::request_connections`
-//!    (`engine/connect.rs`), which reads `Engine::demand` and
-//!    `Engine::connect_limit` (`engine/demand.rs`), claims a place
-//!    (`Connector::claim`) and spawns a connector task. Its
+//!    (`engine/demand.rs`), which reads `Engine::demand` and
+//!    `Engine::connect_limit`, claims a place (`Connector::claim`) and
+//!    spawns a connector task through its entry (`start`,
+//!    `engine/connect.rs`). Its
 //!    `open_while_wanted` reserves a slot (`Engine::reserve`, a
 //!    `Reservation` of `engine/in_flight.rs`), opens the connection
 //!    (`Engine::open`: the manager's `connect`, then `after_connect`) and
@@ -219,7 +223,7 @@ use crate::suspend::Suspension;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::waiters::WaiterQueue;
 use demand::Connector;
-use tasks::{Housekeeper, Sweeper};
+use tasks::{Housekeeper, Starts, Sweeper};
 
 /// The engine: see the module docs.
 pub(crate) struct Engine<M: ManageConnection> {
@@ -256,6 +260,9 @@ pub(crate) struct Engine<M: ManageConnection> {
     suspension: Suspension<Occupied<M::Connection>>,
     #[cfg(feature = "metrics")]
     export: crate::export::Export,
+    /// Where the background tasks begin (`tasks.rs`): wired here, so no
+    /// phase names a task's file.
+    starts: Starts<M>,
 }
 
 impl<M: ManageConnection + std::fmt::Debug> std::fmt::Debug for Engine<M> {
@@ -298,6 +305,11 @@ impl<M: ManageConnection> Engine<M> {
             suspension: Suspension::new(),
             #[cfg(feature = "metrics")]
             export: crate::export::Export::new(&config),
+            starts: Starts {
+                connector: connect::start::<M>,
+                housekeeper: housekeeper::start::<M>,
+                sweeper: sweeper::start::<M>,
+            },
             config,
         }
     }

@@ -19,7 +19,15 @@ use crate::engine::Engine;
 
 /// The sweeper task (started by `Sweeper::ensure`, `tasks.rs`); see the
 /// module docs.
-pub(super) async fn sweep<M: ManageConnection>(weak: Weak<Engine<M>>, wake: Arc<Notify>) {
+/// The sweeper's entry ([`Starts::sweeper`](super::tasks::Starts)).
+pub(crate) fn start<M: ManageConnection>(
+    weak: Weak<Engine<M>>,
+    wake: Arc<Notify>,
+) -> super::tasks::Task {
+    Box::pin(sweep(weak, wake))
+}
+
+async fn sweep<M: ManageConnection>(weak: Weak<Engine<M>>, wake: Arc<Notify>) {
     loop {
         let woken = wake.notified();
         tokio::pin!(woken);

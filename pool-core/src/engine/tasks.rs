@@ -1,17 +1,19 @@
-//! The handles of the pool's two background tasks, the housekeeper
-//! (`housekeeper.rs`) and the deadline sweeper (`sweeper.rs`): whether
-//! each runs, starting it ([`spawn_once`]) and waking it. Starting a task
-//! is not calling it: the task runs later on its own stack, and these
-//! handles call no phase.
+//! The handles of the pool's background tasks, the housekeeper
+//! (`housekeeper.rs`), the deadline sweeper (`sweeper.rs`) and the
+//! connectors (`connect.rs`): whether each runs, starting it
+//! ([`spawn_once`]) and waking it. Starting a task is not calling it: the
+//! task runs later on its own stack. Each task's entry is a function the
+//! engine is given when it is built ([`Starts`], filled by `Engine::new`),
+//! so these handles, and the phases that ask for a task, name no task's
+//! file: the tasks call the phases, never the other way round.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
 
 use pool_api::ManageConnection;
 use tokio::sync::Notify;
 
-use super::housekeeper::run;
-use super::sweeper::sweep;
 use super::Engine;
 use crate::sync::{AtomicU32, Ordering};
 
@@ -31,8 +33,25 @@ impl Housekeeper {
     /// Starts the housekeeper if it is not running and a runtime is at hand.
     #[inline]
     pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
-        spawn_once(&self.started, || run(Arc::downgrade(shared)));
+        spawn_once(&self.started, || {
+            (shared.starts.housekeeper)(Arc::downgrade(shared))
+        });
     }
+}
+
+/// A background task's future, boxed once per start.
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Where each background task begins, given to the engine when it is built.
+pub(crate) struct Starts<M: ManageConnection> {
+    /// Spawns one connector on `runtime` for a place just claimed.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) connector:
+        fn(&tokio::runtime::Handle, &Arc<Engine<M>>) -> tokio::task::JoinHandle<()>,
+    /// The housekeeper's loop.
+    pub(crate) housekeeper: fn(Weak<Engine<M>>) -> Task,
+    /// The deadline sweeper's loop, woken through the `Notify`.
+    pub(crate) sweeper: fn(Weak<Engine<M>>, Arc<Notify>) -> Task,
 }
 
 /// The sweeper's handle in the pool: its wake-up and whether it runs.
@@ -56,7 +75,7 @@ impl Sweeper {
     #[inline]
     pub(crate) fn ensure<M: ManageConnection>(&self, shared: &Arc<Engine<M>>) {
         spawn_once(&self.started, || {
-            sweep(Arc::downgrade(shared), self.wake.clone())
+            (shared.starts.sweeper)(Arc::downgrade(shared), self.wake.clone())
         });
     }
 
