@@ -283,21 +283,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// retrying at once does not cure them, so callers fail fast with the
     /// first one. Anything else is transient.
     fn classify_error(&self, error: &Error) -> ErrorClass {
-        match error {
-            Error::Configuration(cause)
-                if cause.is::<pool_postgres::fleet::FleetBudgetExhausted>() =>
-            {
-                ErrorClass::CapacityRefusal
-            }
-            Error::Configuration(_) => ErrorClass::Permanent,
-            Error::Database(e)
-                if e.code()
-                    .is_some_and(|code| pool_api::ErrorClass::is_permanent_sqlstate(&code)) =>
-            {
-                ErrorClass::Permanent
-            }
-            _ => ErrorClass::Transient,
-        }
+        classify(error)
     }
 
     /// Opens a connection with the manager's options, after fetching the
@@ -425,5 +411,103 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
 
     fn awaits_close(&self) -> bool {
         true
+    }
+}
+
+/// [`ManageConnection::classify_error`] for every sqlx manager: a fleet
+/// budget with no free ticket is a capacity refusal; the manager's own
+/// settings, a refused login and an unknown database or role are
+/// permanent; anything else is transient.
+fn classify(error: &Error) -> ErrorClass {
+    match error {
+        Error::Configuration(cause) if cause.is::<pool_postgres::fleet::FleetBudgetExhausted>() => {
+            ErrorClass::CapacityRefusal
+        }
+        Error::Configuration(_) => ErrorClass::Permanent,
+        Error::Database(e)
+            if e.code()
+                .is_some_and(|code| ErrorClass::is_permanent_sqlstate(&code)) =>
+        {
+            ErrorClass::Permanent
+        }
+        _ => ErrorClass::Transient,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::error::Error as StdError;
+    use std::fmt;
+
+    use pool_postgres::fleet::FleetBudget;
+
+    use super::super::driver::error::{DatabaseError, ErrorKind};
+    use super::*;
+
+    /// A server error with a SQLSTATE, as a driver reports one.
+    #[derive(Debug)]
+    struct Coded(Option<&'static str>);
+
+    impl fmt::Display for Coded {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "server error {:?}", self.0)
+        }
+    }
+
+    impl StdError for Coded {}
+
+    impl DatabaseError for Coded {
+        fn message(&self) -> &str {
+            "server error"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            self.0.map(Cow::Borrowed)
+        }
+        fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn database(code: Option<&'static str>) -> Error {
+        Error::Database(Box::new(Coded(code)))
+    }
+
+    #[test]
+    fn a_refused_login_or_unknown_database_is_permanent() {
+        for code in ["28P01", "28000", "3D000", "42501", "42000"] {
+            assert_eq!(
+                classify(&database(Some(code))),
+                ErrorClass::Permanent,
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_server_starting_up_or_full_is_transient() {
+        for code in [Some("57P03"), Some("53300"), Some("08006"), None] {
+            assert_eq!(classify(&database(code)), ErrorClass::Transient, "{code:?}");
+        }
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(classify(&Error::Io(refused)), ErrorClass::Transient);
+    }
+
+    #[test]
+    fn no_free_fleet_ticket_is_a_capacity_refusal_and_other_settings_are_permanent() {
+        let budget = FleetBudget::new("orders", 2).expect("a valid budget");
+        let exhausted = Error::Configuration(Box::new(budget.exhausted()));
+        assert_eq!(classify(&exhausted), ErrorClass::CapacityRefusal);
+        let setting = Error::Configuration("sslmode=require behind the relay".into());
+        assert_eq!(classify(&setting), ErrorClass::Permanent);
     }
 }
