@@ -121,10 +121,12 @@
 //! `sqlx-mysql`, `sqlx-sqlite`) and pool-postgres's `PostgresManager`.
 
 mod backend;
+mod body;
 mod cell;
 mod error;
 mod frame;
 mod handle;
+mod nested;
 mod options;
 mod scope;
 

@@ -9,77 +9,26 @@
 //! (the scope was cancelled) hands the connection back so that the pool's
 //! reset rolls it back, or closes it where the reset would not.
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 
 use tokio::sync::RwLock;
 
 use super::backend::driver::{Committed, Step};
 use super::backend::TransactionalManager;
-use super::cell::{cell_of, Cell, Shared, State};
+use super::body::{caught, outcome};
+use super::cell::{Cell, Shared, State};
 use super::error::TxError;
-use super::frame::{self, Frame, Level, Turn, TxCommon};
+use super::frame::{self, Frame, Level, TxCommon};
+use super::nested::{join, savepoint};
 use super::options::{Isolation, Propagation, TxOptions};
 use pool_core::{Pool, PoolId};
 
 pub(crate) fn key<M: TransactionalManager>(pool: &Pool<M>) -> PoolId {
     pool.id()
-}
-
-/// Polls `fut`, catching a panic from it.
-async fn caught<F: Future>(fut: F) -> Result<F::Output, Box<dyn Any + Send>> {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(
-        move |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(panic) => Poll::Ready(Err(panic)),
-        },
-    )
-    .await
-}
-
-/// Marks a transaction rollback-only when dropped armed: a joining or
-/// nested scope that did not finish well (including one cancelled).
-struct MarkOnDrop(Option<Arc<TxCommon>>);
-
-impl MarkOnDrop {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for MarkOnDrop {
-    fn drop(&mut self) {
-        if let Some(tx) = self.0.take() {
-            // Release: pairs with the Acquire load where the owning scope
-            // decides to commit.
-            tx.rollback_only.store(true, Ordering::Release);
-        }
-    }
-}
-
-/// What a body (with its subtasks) came to, as the scope returns it: `Ok`
-/// stays `Ok` unless a subtask failed.
-fn outcome<T, E, B>(
-    ended: Result<Result<T, E>, Box<dyn Any + Send>>,
-    level: &Level,
-    otherwise: TxError<B>,
-) -> Result<T, E>
-where
-    E: From<TxError<B>>,
-{
-    match ended {
-        Err(panic) => resume_unwind(panic),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(_)) if level.failed() => Err(TxError::ChildFailed.into()),
-        Ok(Ok(_)) => Err(otherwise.into()),
-    }
 }
 
 /// A transaction scope being set up: from [`AmbientExt::transaction`](crate::AmbientExt::transaction), run with
@@ -289,145 +238,4 @@ impl<'p, M: TransactionalManager> Scope<'p, M> {
         tx.callbacks().clear();
         outcome(ended, &level, TxError::RollbackOnly)
     }
-}
-
-/// Runs `body` in the transaction of `found`, without ending it.
-async fn join<M, T, E, F>(
-    key: PoolId,
-    chain: Option<Arc<Frame>>,
-    found: &Frame,
-    body: F,
-) -> Result<T, E>
-where
-    M: TransactionalManager,
-    F: Future<Output = Result<T, E>>,
-    E: From<TxError<M::Error>>,
-{
-    let mut armed = MarkOnDrop(Some(found.tx.clone()));
-    let level = Arc::new(Level::default());
-    let frame = Arc::new(Frame {
-        key,
-        conn: found.conn.clone(),
-        tx: found.tx.clone(),
-        owns: false,
-        depth: found.depth,
-        savepoint: found.savepoint,
-        level: level.clone(),
-        parent: chain,
-    });
-    let ended = caught(frame::run_in(frame, body)).await;
-    level.wait_children().await;
-    if matches!(ended, Ok(Ok(_))) && !level.failed() {
-        armed.disarm();
-        return match ended {
-            Ok(Ok(value)) => Ok(value),
-            _ => unreachable!("matched above"),
-        };
-    }
-    drop(armed);
-    outcome::<T, E, M::Error>(ended, &level, TxError::ChildFailed)
-}
-
-/// A savepoint recorded open on its transaction; forgotten when dropped,
-/// once it has ended on the server or its scope was dropped (which marks
-/// the transaction rollback-only), so the next one may open.
-struct OpenSavepoint<'a> {
-    tx: &'a TxCommon,
-    id: u64,
-}
-
-impl Drop for OpenSavepoint<'_> {
-    fn drop(&mut self) {
-        self.tx.close_savepoint(self.id);
-    }
-}
-
-/// Runs `body` in a savepoint of the transaction of `found`.
-async fn savepoint<M, T, E, F>(
-    key: PoolId,
-    chain: Option<Arc<Frame>>,
-    found: &Frame,
-    body: F,
-) -> Result<T, E>
-where
-    M: TransactionalManager,
-    F: Future<Output = Result<T, E>>,
-    E: From<TxError<M::Error>>,
-{
-    let tx = found.tx.clone();
-    // Acquire: pairs with the AcqRel increments in `frame::Child::enter`.
-    if tx.sharers.load(Ordering::Acquire) > 0 {
-        return Err(TxError::Shared.into());
-    }
-    let cell = cell_of::<M>(found);
-    let depth = found.depth + 1;
-    // Armed until the savepoint is released or rolled back to: a scope
-    // dropped half-way leaves work in the transaction that must not commit.
-    let mut armed = MarkOnDrop(Some(tx.clone()));
-    // A savepoint only ends its own work when it lies inside every other
-    // one still open: a sibling scope's (polled in the same task) must end
-    // first. Recorded with the connection locked, so no statement of code
-    // outside it slips in between.
-    let (mut guard, open) = loop {
-        let ended = tx.savepoint_ended();
-        let mut ended = std::pin::pin!(ended);
-        ended.as_mut().enable();
-        let guard = cell.clone().write_owned().await;
-        if guard.state != State::Open || tx.turn(found.savepoint) == Turn::Ended {
-            return Err(TxError::Ended.into());
-        }
-        if let Some(id) = tx.open_savepoint(found.savepoint) {
-            break (guard, OpenSavepoint { tx: &tx, id });
-        }
-        drop(guard);
-        ended.await;
-    };
-    M::step(guard.conn_mut(), Step::Savepoint(open.id))
-        .await
-        .map_err(TxError::Savepoint)?;
-    drop(guard);
-    let level = Arc::new(Level::default());
-    let frame = Arc::new(Frame {
-        key,
-        conn: found.conn.clone(),
-        tx: tx.clone(),
-        owns: false,
-        depth,
-        savepoint: open.id,
-        level: level.clone(),
-        parent: chain,
-    });
-    let ended = caught(frame::run_in(frame, body)).await;
-    level.wait_children().await;
-    let mut guard = cell.write_owned().await;
-    if matches!(ended, Ok(Ok(_))) && !level.failed() {
-        let released = M::step(guard.conn_mut(), Step::Release(open.id)).await;
-        drop(guard);
-        drop(open);
-        return match (released, ended) {
-            (Ok(()), Ok(Ok(value))) => {
-                for (at, _) in tx.callbacks().iter_mut() {
-                    if *at >= depth {
-                        *at = depth - 1;
-                    }
-                }
-                armed.disarm();
-                Ok(value)
-            }
-            (Err(e), _) => Err(TxError::Release(e).into()),
-            (Ok(()), _) => unreachable!("released only after `Ok`"),
-        };
-    }
-    let rolled_back = M::step(guard.conn_mut(), Step::RollbackTo(open.id)).await;
-    drop(guard);
-    drop(open);
-    tx.callbacks().retain(|(at, _)| *at < depth);
-    match rolled_back {
-        Ok(()) => armed.disarm(),
-        Err(e) => tracing::warn!(
-            error = %e,
-            "rolling back to a savepoint failed; the enclosing transaction will roll back"
-        ),
-    }
-    outcome(ended, &level, TxError::ChildFailed)
 }
