@@ -1,8 +1,7 @@
 //! Measures the fleet budget (`PostgresManager::fleet_budget`) and prints
 //! Markdown tables:
 //!
-//! 1. **cost**: the time of one connect with and without a budget (N
-//!    sequential connects each, against `DATABASE_URL`);
+//! 1. **cost**: one connect's time with and without a budget (N each);
 //! 2. **fleet**: four processes (this binary re-run as children) with
 //!    uneven load, two busy (64 tasks) and two light (4 tasks), first
 //!    sharing a budget of 20 (pools of 16), then with fixed pools of 5
@@ -22,9 +21,7 @@
 //! ```
 //!
 //! Server connections are counted without the fair share's control
-//! sessions (one per process, outside the budget).
-//!
-//! Numbers are only meaningful on an otherwise idle machine.
+//! sessions. Numbers mean something only on an otherwise idle machine.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
