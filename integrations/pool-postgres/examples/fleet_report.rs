@@ -8,11 +8,10 @@
 //!    (the same 20, split evenly): server connections over time and queries
 //!    per second per process;
 //! 3. **fair share**: a rolling deploy in this process: four instances
-//!    (pools, each with its own manager, pools of 20) under load fill a
-//!    budget of 20, a fifth starts under the same load, and the time until
-//!    it holds its share (`floor(20 / 5) = 4` tickets, read from
-//!    `pg_locks`) is measured, `--runs` times (5 by default), with the
-//!    default share interval (1 s).
+//!    (pools of 20, a manager each) under load fill a budget of 20, a fifth
+//!    starts under the same load; the time until it holds its share
+//!    (`floor(20 / 5) = 4` tickets, read from `pg_locks`) is measured
+//!    `--runs` times (5 by default), with the default share interval (1 s).
 //!
 //! ```text
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
