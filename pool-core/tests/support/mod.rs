@@ -25,6 +25,7 @@ pub mod cluster;
 pub mod db;
 #[cfg(feature = "tokio-postgres")]
 pub mod faults;
+pub mod harness;
 pub mod logs;
 pub mod mock;
 pub mod pg;
@@ -33,5 +34,7 @@ pub mod silent;
 pub mod sqlx_rules;
 
 // Unused by the server suites, which have no mock.
+#[allow(unused_imports)]
+pub use harness::*;
 #[allow(unused_imports)]
 pub use mock::*;
