@@ -47,9 +47,11 @@ pub(super) type Canceller = Arc<
 /// `conn.transaction()` finds these first), so that the
 /// [`Rollback`](super::ResetMode::Rollback) reset mode knows about them.
 pub struct PgClient {
-    /// One pointer: the pool moves a `PgClient` at every handoff to a
-    /// waiting caller, so its size is paid on every such checkout.
-    pub(super) inner: Box<Inner>,
+    /// Held inline. It was boxed, to keep the `PgClient` moved at each
+    /// handoff to a waiting caller one pointer wide; counted with code
+    /// placement fixed (one codegen unit, `s5_cycles`, 16 and 256 tasks) the
+    /// box saved 0.2 % of a query, within the runs' spread, so it went.
+    pub(super) inner: Inner,
 }
 
 /// What a [`PgClient`] holds.
@@ -140,7 +142,7 @@ impl PgClient {
         host: HostMark,
     ) -> Self {
         Self {
-            inner: Box::new(Inner {
+            inner: Inner {
                 client,
                 cache: StatementCache::new(cache_capacity),
                 described: StatementCache::new(0),
@@ -158,7 +160,7 @@ impl PgClient {
                 host,
                 driver: None,
                 reported: ReportedRole::default(),
-            }),
+            },
         }
     }
 
@@ -307,7 +309,7 @@ impl PgClient {
             tx_open,
             pooler_mode,
             ..
-        } = &mut *self.inner;
+        } = &mut self.inner;
         PgTransactionBuilder::new(client.build_transaction(), tx_open, *pooler_mode)
     }
 
