@@ -406,16 +406,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pooled_client_is_one_pointer() {
-        // The pool moves the connection by value when it hands it to a
-        // waiting caller: the wrapper keeps that move to one word.
-        assert_eq!(
-            std::mem::size_of::<PgClient>(),
-            std::mem::size_of::<usize>()
-        );
-    }
-
-    #[test]
     fn reported_role_reads_on_and_off() {
         let role = ReportedRole::from_params(Some("on"), Some("off"));
         assert_eq!(role.in_hot_standby, Some(true));
