@@ -125,7 +125,7 @@ impl<M: HostBackend> HostPoolBuilder<M> {
     /// checkouts still connect with the full `connect_timeout`). With a
     /// `connect_timeout` shorter than this interval, a host that answers
     /// again is seen up within two intervals (see the
-    /// [module docs](self#roles-and-rechecks)).
+    /// [module docs](super#roles-and-rechecks)).
     #[must_use]
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_interval = interval;

@@ -9,10 +9,10 @@ use pool_api::PoolState;
 use crate::PooledConnection;
 
 use super::manager::HostManager;
-use super::role::{HostStatus, ServerRole};
 use super::HostBackend;
+use super::{HostStatus, ServerRole};
 
-/// One host of a [`HostPool`], as [`HostPool::hosts`] lists it.
+/// One host of a [`HostPool`](super::HostPool), as [`HostPool::hosts`](super::HostPool::hosts) lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostInfo {
     /// `host:port`.
@@ -23,7 +23,7 @@ pub struct HostInfo {
     pub state: PoolState,
 }
 
-/// A connection checked out of a [`HostPool`]: dereferences to the
+/// A connection checked out of a [`HostPool`](super::HostPool): dereferences to the
 /// manager's connection (a `PgClient`, a `PgConnection`); dropping it
 /// returns it to its host's pool.
 ///

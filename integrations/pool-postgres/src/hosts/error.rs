@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pool_api::{ConfigError, PoolError};
 
-use super::role::{HostStatus, SessionTarget};
+use super::{HostStatus, SessionTarget};
 
 /// A boxed error from a manager customisation.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -35,7 +35,7 @@ pub enum HostConfigError {
     /// The pool config is refused (its `host` label is already taken, say).
     Pool(ConfigError),
     /// A host's manager refused its settings (its `check`, after
-    /// [`HostPoolBuilder::manager`]); its error is the source.
+    /// [`HostPoolBuilder::manager`](super::HostPoolBuilder::manager)); its error is the source.
     Manager(BoxError),
 }
 

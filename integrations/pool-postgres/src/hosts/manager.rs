@@ -13,7 +13,7 @@ use super::HostBackend;
 
 /// The manager of one host's pool: the backend's manager for that host
 /// alone, which tells the host pool what each connect and each retired
-/// connection says about its server. Made by [`HostPoolBuilder::build`].
+/// connection says about its server. Made by [`HostPoolBuilder::build`](super::HostPoolBuilder::build).
 pub struct HostManager<M> {
     pub(super) inner: M,
     pub(super) registry: Arc<Registry>,

@@ -4,7 +4,7 @@
 //! (feature `sqlx-postgres`, `pool_sqlx::hosts::builder`).
 //!
 //! Each host gets a [`Pool`] of its own, so each has its own hard bound
-//! (`max_size` of the [`PoolConfig`] given), its own metrics (the config's
+//! (`max_size` of the [`PoolConfig`](pool_api::PoolConfig) given), its own metrics (the config's
 //! name as the `pool` label, `host:port` as the `host` label) and its own
 //! holders. A checkout names a [`SessionTarget`] with libpq's
 //! `target_session_attrs` meanings; [`HostPool::write`] asks for
@@ -117,6 +117,7 @@ use pool_api::{async_trait, Holder, ManageConnection};
 use tokio::sync::broadcast;
 
 pub use builder::HostPoolBuilder;
+#[cfg(feature = "tokio-postgres")]
 use builder::NamedManagers;
 pub use connection::{HostConnection, HostInfo};
 pub use error::{BoxError, HostConfigError, HostPoolError};
