@@ -16,7 +16,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Config, Socket};
 
 use crate::fleet::{self, FleetBudget, FleetBudgetConfigError, FleetShare, FleetShareView};
-use crate::pg::client::Canceller;
+use crate::pg::cancel::Canceller;
 use crate::pg::error::{BoxError, PgConfigError};
 use crate::pg::failover::HostEpochs;
 #[cfg(doc)]

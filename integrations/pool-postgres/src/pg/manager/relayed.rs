@@ -6,7 +6,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 use tokio_postgres::Config;
 
-use crate::pg::client::Canceller;
+use crate::pg::cancel::Canceller;
 use crate::pg::client::ReportedRole;
 use crate::pg::driver::drive;
 use crate::pg::error::PgError;
