@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Error};
 
-use super::cancel::{CancelHandle, Canceller};
+use super::timeout::{CancelHandle, Canceller};
 
+use super::cache::Statements;
 use super::failover::{is_server_gone, HostMark};
-use super::statements::Statements;
 use super::transaction::{PgTransaction, PgTransactionBuilder, TxTracker};
 use crate::fleet::FleetSeat;
 use crate::PoolerMode;

@@ -1,111 +1,13 @@
 //! The pooled client's statement cache: [`PgClient::prepare_cached`] and
 //! its counters.
 
-use std::sync::Arc;
-
-use tokio_postgres::types::Type;
 use tokio_postgres::Statement;
 
-use super::cache::{StatementCache, StatementCacheStats};
+use super::cache::StatementCacheStats;
 use super::client::PgClient;
 use super::error::PgError;
 use super::statement::refuse;
 use crate::PoolerMode;
-
-/// A connection's caches: prepared statements by query text (session
-/// mode, or a relayed connection), or parameter types by query text (for
-/// unnamed statements behind a transaction-mode pooler), with how
-/// statements reach the server.
-pub(super) struct Statements {
-    /// Prepared statements, in [`PoolerMode::Session`].
-    named: StatementCache<Statement>,
-    /// Parameter types by query text, for unnamed statements behind a
-    /// transaction-mode pooler.
-    described: StatementCache<Arc<[Type]>>,
-    /// Statements go to the server unnamed
-    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) under
-    /// [`PoolerMode::Transaction`]): text queries run as typed unnamed
-    /// statements.
-    unnamed: bool,
-    /// Reaches the pooler through the statement relay, which keeps every
-    /// statement unnamed on the server: named statements are safe.
-    relayed: bool,
-}
-
-impl Statements {
-    /// Named statements cached up to `capacity`.
-    pub(super) fn new(capacity: usize) -> Self {
-        Self {
-            named: StatementCache::new(capacity),
-            described: StatementCache::new(0),
-            unnamed: false,
-            relayed: false,
-        }
-    }
-
-    /// Sends statements unnamed: the capacity goes to parameter types.
-    pub(super) fn go_unnamed(&mut self) {
-        let capacity = self.named.stats().capacity;
-        self.named = StatementCache::new(0);
-        self.described = StatementCache::new(capacity);
-        self.unnamed = true;
-    }
-
-    /// Relayed: named statements are cached again, up to the capacity of
-    /// the parameter types.
-    pub(super) fn go_relayed(&mut self) {
-        self.relayed = true;
-        self.named = StatementCache::new(self.described.stats().capacity);
-    }
-
-    /// Statements go to the server unnamed.
-    #[inline]
-    pub(super) fn is_unnamed(&self) -> bool {
-        self.unnamed
-    }
-
-    /// Reaches the pooler through the statement relay.
-    #[inline]
-    pub(super) fn is_relayed(&self) -> bool {
-        self.relayed
-    }
-
-    /// A named statement would outlive its transaction: unnamed and not
-    /// relayed.
-    fn refuses_named(&self) -> bool {
-        self.unnamed && !self.relayed
-    }
-
-    /// The parameter types cached for `sql`.
-    pub(super) fn described(&self, sql: &str) -> Option<Arc<[Type]>> {
-        self.described.get(sql)
-    }
-
-    /// Caches the parameter types of `sql`; what it evicts is returned.
-    pub(super) fn describe_into(&self, sql: &str, types: Arc<[Type]>) -> Option<Arc<[Type]>> {
-        self.described.insert(sql, types)
-    }
-
-    /// The counts of the cache in use: the parameter types' when unnamed.
-    fn stats(&self) -> StatementCacheStats {
-        if self.unnamed {
-            self.described.stats()
-        } else {
-            self.named.stats()
-        }
-    }
-
-    /// Entries in both caches.
-    fn len(&self) -> usize {
-        self.named.len() + self.described.len()
-    }
-
-    /// Empties both caches (the counts stay).
-    fn clear(&self) {
-        self.named.clear();
-        self.described.clear();
-    }
-}
 
 impl PgClient {
     /// Prepares a statement, or returns the one this connection already
@@ -141,7 +43,7 @@ impl PgClient {
         if self.statements().refuses_named() {
             return Err(PgError::NamedStatementBehindPooler);
         }
-        if let Some(statement) = self.statements().named.get(query) {
+        if let Some(statement) = self.statements().named(query) {
             // Its text was looked at when it was prepared.
             return Ok(statement);
         }
@@ -150,7 +52,7 @@ impl PgClient {
         }
         let statement = self.observe(self.client().prepare(query).await)?;
         // An evicted statement is dropped here, after the cache's lock.
-        drop(self.statements().named.insert(query, statement.clone()));
+        drop(self.statements().prepared_into(query, statement.clone()));
         Ok(statement)
     }
 
@@ -184,75 +86,5 @@ impl PgClient {
     /// still held elsewhere stay usable.
     pub fn clear_statement_cache(&self) {
         self.statements().clear();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use tokio_postgres::types::Type;
-
-    use super::Statements;
-
-    fn types() -> Arc<[Type]> {
-        Arc::from(vec![Type::INT4])
-    }
-
-    #[test]
-    fn a_new_one_caches_named_statements() {
-        let statements = Statements::new(4);
-        assert!(!statements.is_unnamed());
-        assert!(!statements.is_relayed());
-        assert!(!statements.refuses_named());
-        let stats = statements.stats();
-        assert_eq!(
-            (stats.capacity, stats.len, stats.hits, stats.misses),
-            (4, 0, 0, 0)
-        );
-    }
-
-    #[test]
-    fn unnamed_moves_the_capacity_to_parameter_types_and_counts_them() {
-        let mut statements = Statements::new(4);
-        statements.go_unnamed();
-        assert!(statements.is_unnamed());
-        assert!(statements.refuses_named());
-        assert_eq!(statements.named.stats().capacity, 0);
-        assert_eq!(statements.stats().capacity, 4);
-        assert!(statements.described("SELECT $1").is_none());
-        assert!(statements.describe_into("SELECT $1", types()).is_none());
-        assert_eq!(
-            statements.described("SELECT $1").as_deref(),
-            Some(&[Type::INT4][..])
-        );
-        let stats = statements.stats();
-        assert_eq!((stats.hits, stats.misses, stats.len), (1, 1, 1));
-        assert_eq!(statements.len(), 1);
-    }
-
-    #[test]
-    fn relayed_caches_named_statements_again_at_the_same_capacity() {
-        let mut statements = Statements::new(3);
-        statements.go_unnamed();
-        statements.go_relayed();
-        assert!(statements.is_unnamed());
-        assert!(statements.is_relayed());
-        assert!(!statements.refuses_named());
-        assert_eq!(statements.named.stats().capacity, 3);
-        // The counts shown stay the parameter types' while unnamed.
-        assert_eq!(statements.stats().capacity, 3);
-    }
-
-    #[test]
-    fn clear_empties_both_and_keeps_the_counts() {
-        let mut statements = Statements::new(2);
-        statements.go_unnamed();
-        drop(statements.describe_into("SELECT $1", types()));
-        drop(statements.described("SELECT $1"));
-        statements.clear();
-        assert_eq!(statements.len(), 0);
-        let stats = statements.stats();
-        assert_eq!((stats.hits, stats.len), (1, 0));
     }
 }
