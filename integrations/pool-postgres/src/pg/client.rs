@@ -36,7 +36,10 @@ use crate::PoolerMode;
 /// [`Rollback`](super::ResetMode::Rollback) reset mode knows about them.
 pub struct PgClient {
     /// One pointer: the pool moves a `PgClient` at every handoff to a
-    /// waiting caller, so its size is paid on every such checkout.
+    /// waiting caller, so its size is paid on every such checkout. Counted
+    /// (callgrind, `s5_cycles ours-mgr 16 off`, session mode, one codegen
+    /// unit, three runs each): 10,866 instructions a query boxed against
+    /// 10,911 unboxed, 0.4 % fewer with the box.
     inner: Box<Inner>,
 }
 
