@@ -1,9 +1,12 @@
-//! The per-connection statement cache: a bounded LRU with counters.
+//! The per-connection statement cache: a bounded LRU with counters, and a
+//! connection's two caches (statements, parameter types).
 
 use std::num::NonZeroUsize;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use lru::LruCache;
+use tokio_postgres::types::Type;
+use tokio_postgres::Statement;
 
 /// Counters of a connection's statement cache, from
 /// [`PgClient::statement_cache_stats`](super::PgClient::statement_cache_stats).
@@ -135,6 +138,112 @@ impl<V: Clone> StatementCache<V> {
     }
 }
 
+/// A connection's caches: prepared statements by query text (session
+/// mode, or a relayed connection), or parameter types by query text (for
+/// unnamed statements behind a transaction-mode pooler), with how
+/// statements reach the server.
+pub(super) struct Statements {
+    /// Prepared statements, in [`PoolerMode::Session`](crate::PoolerMode::Session).
+    named: StatementCache<Statement>,
+    /// Parameter types by query text, for unnamed statements behind a
+    /// transaction-mode pooler.
+    described: StatementCache<Arc<[Type]>>,
+    /// Statements go to the server unnamed
+    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) under
+    /// [`PoolerMode::Transaction`](crate::PoolerMode::Transaction)): text queries run as typed unnamed
+    /// statements.
+    unnamed: bool,
+    /// Reaches the pooler through the statement relay, which keeps every
+    /// statement unnamed on the server: named statements are safe.
+    relayed: bool,
+}
+
+impl Statements {
+    /// Named statements cached up to `capacity`.
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            named: StatementCache::new(capacity),
+            described: StatementCache::new(0),
+            unnamed: false,
+            relayed: false,
+        }
+    }
+
+    /// Sends statements unnamed: the capacity goes to parameter types.
+    pub(super) fn go_unnamed(&mut self) {
+        let capacity = self.named.stats().capacity;
+        self.named = StatementCache::new(0);
+        self.described = StatementCache::new(capacity);
+        self.unnamed = true;
+    }
+
+    /// Relayed: named statements are cached again, up to the capacity of
+    /// the parameter types.
+    pub(super) fn go_relayed(&mut self) {
+        self.relayed = true;
+        self.named = StatementCache::new(self.described.stats().capacity);
+    }
+
+    /// Statements go to the server unnamed.
+    #[inline]
+    pub(super) fn is_unnamed(&self) -> bool {
+        self.unnamed
+    }
+
+    /// Reaches the pooler through the statement relay.
+    #[inline]
+    pub(super) fn is_relayed(&self) -> bool {
+        self.relayed
+    }
+
+    /// A named statement would outlive its transaction: unnamed and not
+    /// relayed.
+    pub(super) fn refuses_named(&self) -> bool {
+        self.unnamed && !self.relayed
+    }
+
+    /// The statement prepared for `query`.
+    pub(super) fn named(&self, query: &str) -> Option<Statement> {
+        self.named.get(query)
+    }
+
+    /// Caches the statement prepared for `query`; what it evicts is
+    /// returned.
+    pub(super) fn prepared_into(&self, query: &str, statement: Statement) -> Option<Statement> {
+        self.named.insert(query, statement)
+    }
+
+    /// The parameter types cached for `sql`.
+    pub(super) fn described(&self, sql: &str) -> Option<Arc<[Type]>> {
+        self.described.get(sql)
+    }
+
+    /// Caches the parameter types of `sql`; what it evicts is returned.
+    pub(super) fn describe_into(&self, sql: &str, types: Arc<[Type]>) -> Option<Arc<[Type]>> {
+        self.described.insert(sql, types)
+    }
+
+    /// The counts of the cache in use: the parameter types' when unnamed.
+    pub(super) fn stats(&self) -> StatementCacheStats {
+        if self.unnamed {
+            self.described.stats()
+        } else {
+            self.named.stats()
+        }
+    }
+
+    /// Entries in both caches.
+    pub(super) fn len(&self) -> usize {
+        self.named.len() + self.described.len()
+    }
+
+    /// Empties both caches (the counts stay).
+    pub(super) fn clear(&self) {
+        self.named.clear();
+        self.described.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +298,75 @@ mod tests {
         cache.clear();
         assert_eq!(cache.len(), 0);
         assert_eq!(cache.stats().hits, 1);
+    }
+}
+
+#[cfg(test)]
+mod statements_tests {
+    use std::sync::Arc;
+
+    use tokio_postgres::types::Type;
+
+    use super::Statements;
+
+    fn types() -> Arc<[Type]> {
+        Arc::from(vec![Type::INT4])
+    }
+
+    #[test]
+    fn a_new_one_caches_named_statements() {
+        let statements = Statements::new(4);
+        assert!(!statements.is_unnamed());
+        assert!(!statements.is_relayed());
+        assert!(!statements.refuses_named());
+        let stats = statements.stats();
+        assert_eq!(
+            (stats.capacity, stats.len, stats.hits, stats.misses),
+            (4, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn unnamed_moves_the_capacity_to_parameter_types_and_counts_them() {
+        let mut statements = Statements::new(4);
+        statements.go_unnamed();
+        assert!(statements.is_unnamed());
+        assert!(statements.refuses_named());
+        assert_eq!(statements.named.stats().capacity, 0);
+        assert_eq!(statements.stats().capacity, 4);
+        assert!(statements.described("SELECT $1").is_none());
+        assert!(statements.describe_into("SELECT $1", types()).is_none());
+        assert_eq!(
+            statements.described("SELECT $1").as_deref(),
+            Some(&[Type::INT4][..])
+        );
+        let stats = statements.stats();
+        assert_eq!((stats.hits, stats.misses, stats.len), (1, 1, 1));
+        assert_eq!(statements.len(), 1);
+    }
+
+    #[test]
+    fn relayed_caches_named_statements_again_at_the_same_capacity() {
+        let mut statements = Statements::new(3);
+        statements.go_unnamed();
+        statements.go_relayed();
+        assert!(statements.is_unnamed());
+        assert!(statements.is_relayed());
+        assert!(!statements.refuses_named());
+        assert_eq!(statements.named.stats().capacity, 3);
+        // The counts shown stay the parameter types' while unnamed.
+        assert_eq!(statements.stats().capacity, 3);
+    }
+
+    #[test]
+    fn clear_empties_both_and_keeps_the_counts() {
+        let mut statements = Statements::new(2);
+        statements.go_unnamed();
+        drop(statements.describe_into("SELECT $1", types()));
+        drop(statements.described("SELECT $1"));
+        statements.clear();
+        assert_eq!(statements.len(), 0);
+        let stats = statements.stats();
+        assert_eq!((stats.hits, stats.len), (1, 0));
     }
 }

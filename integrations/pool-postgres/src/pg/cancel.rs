@@ -3,7 +3,6 @@
 //! the connection so the pool closes it.
 
 use std::future::IntoFuture;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::client::PgClient;
@@ -59,26 +58,11 @@ impl PgClient {
         match tokio::time::timeout(limit, query).await {
             Ok(result) => result.map_err(Into::into),
             Err(_elapsed) => {
-                self.inner.abandoned.store(true, Ordering::Relaxed);
-                let cancel = (self.inner.canceller)(self.inner.client.cancel_token());
-                match tokio::time::timeout(self.inner.cancel_timeout, cancel).await {
-                    Ok(Ok(())) => Err(QueryError::TimedOut { limit }),
-                    Ok(Err(Some(error))) => {
-                        tracing::warn!(%error, "cancel request for a timed-out query failed");
-                        Err(QueryError::CancelFailed {
-                            limit,
-                            error: Some(error),
-                        })
-                    }
-                    Ok(Err(None)) => Err(QueryError::CancelFailed { limit, error: None }),
-                    Err(_elapsed) => {
-                        tracing::warn!(
-                            cancel_timeout = ?self.inner.cancel_timeout,
-                            "cancel request for a timed-out query did not finish in time"
-                        );
-                        Err(QueryError::CancelFailed { limit, error: None })
-                    }
-                }
+                self.set_abandoned(true);
+                Err(self
+                    .cancel_handle()
+                    .cancel(self.client().cancel_token(), limit)
+                    .await)
             }
         }
     }

@@ -13,31 +13,19 @@
 //! "Counted").
 
 use std::fmt;
-use std::future::Future;
 use std::ops::Deref;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::types::Type;
-use tokio_postgres::{CancelToken, Client, Error, Statement};
+use tokio_postgres::{Client, Error};
 
-use super::cache::StatementCache;
+use super::timeout::{CancelHandle, Canceller};
+
+use super::cache::Statements;
 use super::failover::{is_server_gone, HostMark};
-use super::transaction::{PgTransaction, PgTransactionBuilder};
+use super::transaction::{PgTransaction, PgTransactionBuilder, TxTracker};
 use crate::fleet::FleetSeat;
 use crate::PoolerMode;
-
-/// Sends a cancel request for the query running behind a token, over a new
-/// connection made with the manager's TLS connector (or, for a relayed
-/// connection, straight to the pooler). `Err(None)`: no connection could be
-/// made to send it, and the cause was logged.
-pub(super) type Canceller = Arc<
-    dyn Fn(CancelToken) -> Pin<Box<dyn Future<Output = Result<(), Option<Error>>> + Send>>
-        + Send
-        + Sync,
->;
 
 /// A pooled `tokio_postgres` connection.
 ///
@@ -51,58 +39,39 @@ pub struct PgClient {
     /// handoff to a waiting caller one pointer wide; counted with code
     /// placement fixed (one codegen unit, `s5_cycles`, 16 and 256 tasks) the
     /// box saved 0.2 % of a query, within the runs' spread, so it went.
-    pub(super) inner: Inner,
+    inner: Inner,
 }
 
 /// What a [`PgClient`] holds.
-pub(super) struct Inner {
-    pub(super) client: Client,
-    /// Prepared statements, in [`PoolerMode::Session`].
-    pub(super) cache: StatementCache<Statement>,
-    /// Parameter types by query text, for unnamed statements behind a
-    /// transaction-mode pooler.
-    pub(super) described: StatementCache<Arc<[Type]>>,
-    pub(super) pooler_mode: PoolerMode,
-    /// Statements go to the server unnamed
-    /// ([`PoolerStatements::Unnamed`](crate::PoolerStatements::Unnamed) under
-    /// [`PoolerMode::Transaction`]): text queries run as typed unnamed
-    /// statements.
-    pub(super) unnamed: bool,
-    /// Reaches the pooler through the statement relay, which keeps every
-    /// statement unnamed on the server: named statements are safe.
-    pub(super) relayed: bool,
+struct Inner {
+    client: Client,
+    /// The statement caches, and how statements reach the server.
+    statements: Statements,
+    pooler_mode: PoolerMode,
     /// The fleet budget ticket this connection holds.
-    pub(super) ticket: Option<i32>,
+    ticket: Option<i32>,
     /// The ticket counted for its instance's fair share; `None` without
     /// fair share, and once the connection is given back.
-    pub(super) seat: Option<FleetSeat>,
-    /// Behind a pooler: a `BEGIN` sent as text was not yet followed by its
-    /// end, or a describe's own transaction is open. Read by the reset on
-    /// return (after the return orders it) and by the describe on the same
-    /// client: Relaxed.
-    pub(super) raw_tx: AtomicBool,
+    seat: Option<FleetSeat>,
     /// One describe at a time on this connection, so that two tasks sharing
     /// it do not interleave their `BEGIN`/`COMMIT`s.
-    pub(super) describing: tokio::sync::Mutex<()>,
-    pub(super) canceller: Canceller,
-    pub(super) cancel_timeout: Duration,
-    /// A transaction begun through this wrapper has not been committed or
-    /// rolled back through it. Only touched through `&mut self` (or the
-    /// `&mut` borrow a `PgTransaction` holds).
-    pub(super) tx_open: bool,
+    describing: tokio::sync::Mutex<()>,
+    cancel: CancelHandle,
+    /// The transactions open on the connection.
+    tx: TxTracker,
     /// A query run by `with_timeout` was abandoned; the connection must not
     /// be reused. Relaxed is enough: the pool reads it after taking the
     /// connection back, and the return itself orders the two.
-    pub(super) abandoned: AtomicBool,
+    abandoned: AtomicBool,
     /// Its server's epoch at connect, and whether a query here said the
     /// server is read-only or going away (see [`is_retired`](PgClient::is_retired)).
-    pub(super) host: HostMark,
+    host: HostMark,
     /// The task that drives the socket: aborted when an abandoned
     /// connection is dropped, which closes the socket at once, and awaited
     /// by [`close`](PgClient::close).
-    pub(super) driver: Option<tokio::task::JoinHandle<()>>,
+    driver: Option<tokio::task::JoinHandle<()>>,
     /// What the server reported at startup about its role.
-    pub(super) reported: ReportedRole,
+    reported: ReportedRole,
 }
 
 /// What a server said about its role in its startup parameter statuses
@@ -144,18 +113,13 @@ impl PgClient {
         Self {
             inner: Inner {
                 client,
-                cache: StatementCache::new(cache_capacity),
-                described: StatementCache::new(0),
+                statements: Statements::new(cache_capacity),
                 pooler_mode,
-                unnamed: false,
-                relayed: false,
                 ticket,
                 seat: None,
-                raw_tx: AtomicBool::new(false),
                 describing: tokio::sync::Mutex::new(()),
-                canceller,
-                cancel_timeout,
-                tx_open: false,
+                cancel: CancelHandle::new(canceller, cancel_timeout),
+                tx: TxTracker::default(),
                 abandoned: AtomicBool::new(false),
                 host,
                 driver: None,
@@ -179,10 +143,7 @@ impl PgClient {
     /// statements, and the cache's capacity goes to their parameter types.
     pub(super) fn with_unnamed_statements(mut self, unnamed: bool) -> Self {
         if unnamed {
-            let capacity = self.inner.cache.stats().capacity;
-            self.inner.cache = StatementCache::new(0);
-            self.inner.described = StatementCache::new(capacity);
-            self.inner.unnamed = true;
+            self.inner.statements.go_unnamed();
         }
         self
     }
@@ -191,8 +152,7 @@ impl PgClient {
     /// named statements are safe, so [`prepare_cached`](Self::prepare_cached)
     /// caches them, up to the same capacity as the parameter types.
     pub(super) fn relayed(mut self) -> Self {
-        self.inner.relayed = true;
-        self.inner.cache = StatementCache::new(self.inner.described.stats().capacity);
+        self.inner.statements.go_relayed();
         self
     }
 
@@ -306,11 +266,38 @@ impl PgClient {
     pub fn build_transaction(&mut self) -> PgTransactionBuilder<'_> {
         let Inner {
             client,
-            tx_open,
+            tx,
             pooler_mode,
             ..
         } = &mut self.inner;
-        PgTransactionBuilder::new(client.build_transaction(), tx_open, *pooler_mode)
+        PgTransactionBuilder::new(client.build_transaction(), tx, *pooler_mode)
+    }
+
+    /// The statement caches, and how statements reach the server.
+    #[inline]
+    pub(super) fn statements(&self) -> &Statements {
+        &self.inner.statements
+    }
+
+    /// The transactions open on the connection.
+    #[inline]
+    pub(super) fn tx(&self) -> &TxTracker {
+        &self.inner.tx
+    }
+
+    /// One describe at a time on this connection.
+    pub(super) fn describing(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.describing
+    }
+
+    /// How a query past its limit is cancelled.
+    pub(super) fn cancel_handle(&self) -> &CancelHandle {
+        &self.inner.cancel
+    }
+
+    /// The fleet budget ticket as the advisory lock's second key.
+    pub(super) fn ticket_key(&self) -> Option<i32> {
+        self.inner.ticket
     }
 
     /// The pooler mode this connection was opened with.
@@ -323,7 +310,7 @@ impl PgClient {
     /// which sends every statement to the server as the unnamed one (see
     /// [`PostgresManager::pooler_statements`](super::PostgresManager::pooler_statements)).
     pub fn is_relayed(&self) -> bool {
-        self.inner.relayed
+        self.inner.statements.is_relayed()
     }
 
     /// The fleet budget ticket this connection holds (the advisory lock's
@@ -351,19 +338,18 @@ impl PgClient {
     /// Behind a pooler ([`PoolerMode::Transaction`]) this also counts a
     /// `BEGIN` sent as text through this wrapper and not yet ended.
     pub fn transaction_open(&self) -> bool {
-        self.inner.tx_open || self.inner.raw_tx.load(Ordering::Relaxed)
+        self.inner.tx.is_open()
     }
 
     /// Marks a transaction begun or ended with SQL text by the ambient
     /// scopes (`pool_ambient`), so that the reset on return sees it.
     pub(super) fn set_transaction_open(&mut self, open: bool) {
-        self.inner.tx_open = open;
+        self.inner.tx.set_wrapped(open);
     }
 
     /// Called after a successful reset.
     pub(super) fn mark_reset(&mut self) {
-        self.inner.tx_open = false;
-        self.inner.raw_tx.store(false, Ordering::Relaxed);
+        self.inner.tx.reset();
     }
 }
 
@@ -389,13 +375,13 @@ impl fmt::Debug for PgClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgClient")
             .field("closed", &self.inner.client.is_closed())
-            .field("transaction_open", &self.inner.tx_open)
+            .field("transaction_open", &self.inner.tx.wrapped_open())
             .field("abandoned", &self.is_abandoned())
             .field("retired", &self.is_retired())
             .field("cached_statements", &self.statement_cache_len())
             .field("pooler_mode", &self.inner.pooler_mode)
-            .field("unnamed", &self.inner.unnamed)
-            .field("relayed", &self.inner.relayed)
+            .field("unnamed", &self.inner.statements.is_unnamed())
+            .field("relayed", &self.inner.statements.is_relayed())
             .field("fleet_ticket", &self.inner.ticket)
             .finish_non_exhaustive()
     }

@@ -5,7 +5,6 @@
 //! transaction of its own, so the pooler keeps one server connection for
 //! the prepare and its close.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio_postgres::types::{ToSql, Type};
@@ -24,11 +23,11 @@ impl PgClient {
         if params.is_empty() {
             return Ok(Vec::new());
         }
-        let types = match self.inner.described.get(sql) {
+        let types = match self.statements().described(sql) {
             Some(types) => types,
             None => {
                 let types = self.describe(sql).await?;
-                drop(self.inner.described.insert(sql, Arc::clone(&types)));
+                drop(self.statements().describe_into(sql, Arc::clone(&types)));
                 types
             }
         };
@@ -58,22 +57,21 @@ impl PgClient {
     /// transaction: the pooler keeps one server connection for the
     /// transaction, so the prepare and its close reach the same one.
     pub(super) async fn describe(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
-        if self.inner.relayed {
-            let statement = self.inner.client.prepare(sql).await?;
+        if self.statements().is_relayed() {
+            let statement = self.client().prepare(sql).await?;
             return Ok(statement.params().into());
         }
-        let _one_at_a_time = self.inner.describing.lock().await;
-        if self.inner.raw_tx.load(Ordering::Relaxed) {
+        let _one_at_a_time = self.describing().lock().await;
+        if self.tx().raw_open() {
             // Inside a transaction begun as text: prepare and close there.
-            let statement = self.inner.client.prepare(sql).await?;
+            let statement = self.client().prepare(sql).await?;
             return Ok(statement.params().into());
         }
         // Marked first, so a call dropped half-way is rolled back on return.
-        self.inner.raw_tx.store(true, Ordering::Relaxed);
-        self.inner.client.batch_execute("BEGIN").await?;
+        self.tx().set_raw(true);
+        self.client().batch_execute("BEGIN").await?;
         let described = self
-            .inner
-            .client
+            .client()
             .prepare(sql)
             .await
             .map(|statement| Arc::<[Type]>::from(statement.params()));
@@ -83,8 +81,8 @@ impl PgClient {
         } else {
             "ROLLBACK"
         };
-        self.inner.client.batch_execute(end).await?;
-        self.inner.raw_tx.store(false, Ordering::Relaxed);
+        self.client().batch_execute(end).await?;
+        self.tx().set_raw(false);
         described
     }
 }

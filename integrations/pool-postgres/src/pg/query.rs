@@ -2,8 +2,6 @@
 //! as unnamed statements behind a transaction-mode pooler and watched for
 //! errors that retire the server.
 
-use std::sync::atomic::Ordering;
-
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, SimpleQueryMessage, Statement};
 
@@ -50,9 +48,9 @@ impl PgClient {
         match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                Ok(self.observe(self.inner.client.query_typed(sql, &typed).await)?)
+                Ok(self.observe(self.client().query_typed(sql, &typed).await)?)
             }
-            None => Ok(self.observe(self.inner.client.query(statement, params).await)?),
+            None => Ok(self.observe(self.client().query(statement, params).await)?),
         }
     }
 
@@ -78,9 +76,9 @@ impl PgClient {
         match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                Ok(self.observe(self.inner.client.query_typed_one(sql, &typed).await)?)
+                Ok(self.observe(self.client().query_typed_one(sql, &typed).await)?)
             }
-            None => Ok(self.observe(self.inner.client.query_one(statement, params).await)?),
+            None => Ok(self.observe(self.client().query_one(statement, params).await)?),
         }
     }
 
@@ -106,9 +104,9 @@ impl PgClient {
         match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                Ok(self.observe(self.inner.client.query_typed_opt(sql, &typed).await)?)
+                Ok(self.observe(self.client().query_typed_opt(sql, &typed).await)?)
             }
-            None => Ok(self.observe(self.inner.client.query_opt(statement, params).await)?),
+            None => Ok(self.observe(self.client().query_opt(statement, params).await)?),
         }
     }
 
@@ -133,9 +131,9 @@ impl PgClient {
         match self.pooled_text(statement)? {
             Some(sql) => {
                 let typed = self.observe(self.typed(sql, params).await)?;
-                Ok(self.observe(self.inner.client.execute_typed(sql, &typed).await)?)
+                Ok(self.observe(self.client().execute_typed(sql, &typed).await)?)
             }
-            None => Ok(self.observe(self.inner.client.execute(statement, params).await)?),
+            None => Ok(self.observe(self.client().execute(statement, params).await)?),
         }
     }
 
@@ -153,7 +151,7 @@ impl PgClient {
     /// As `Client::batch_execute`.
     pub async fn batch_execute(&self, query: &str) -> Result<(), PgError> {
         self.inspect(query)?;
-        Ok(self.observe(self.inner.client.batch_execute(query).await)?)
+        Ok(self.observe(self.client().batch_execute(query).await)?)
     }
 
     /// Runs statements with the simple protocol and returns their text
@@ -169,7 +167,7 @@ impl PgClient {
     /// As `Client::simple_query`.
     pub async fn simple_query(&self, query: &str) -> Result<Vec<SimpleQueryMessage>, PgError> {
         self.inspect(query)?;
-        Ok(self.observe(self.inner.client.simple_query(query).await)?)
+        Ok(self.observe(self.client().simple_query(query).await)?)
     }
 
     /// Prepares a statement, like
@@ -184,10 +182,10 @@ impl PgClient {
     ///
     /// As `Client::prepare`.
     pub async fn prepare(&self, query: &str) -> Result<Statement, PgError> {
-        if self.inner.pooler_mode == PoolerMode::Transaction {
+        if self.pooler_mode() == PoolerMode::Transaction {
             refuse(query)?;
         }
-        Ok(self.observe(self.inner.client.prepare(query).await)?)
+        Ok(self.observe(self.client().prepare(query).await)?)
     }
 
     /// Behind a transaction-mode pooler, looks at what a query given as text
@@ -201,14 +199,14 @@ impl PgClient {
         &self,
         statement: &'q T,
     ) -> Result<Option<&'q str>, PgError> {
-        if self.inner.pooler_mode != PoolerMode::Transaction {
+        if self.pooler_mode() != PoolerMode::Transaction {
             return Ok(None);
         }
         let Some(sql) = statement.text() else {
             return Ok(None);
         };
         self.inspect(sql)?;
-        Ok(self.inner.unnamed.then_some(sql))
+        Ok(self.statements().is_unnamed().then_some(sql))
     }
 
     /// Behind a pooler: refuses session state (see
@@ -219,7 +217,7 @@ impl PgClient {
     /// [`PgError::SessionStateBehindPooler`]: the text sets session state;
     /// nothing is followed then, as nothing is sent.
     pub(super) fn inspect(&self, sql: &str) -> Result<(), PgError> {
-        if self.inner.pooler_mode != PoolerMode::Transaction {
+        if self.pooler_mode() != PoolerMode::Transaction {
             return Ok(());
         }
         let found = session_state(sql);
@@ -227,8 +225,8 @@ impl PgClient {
             return Err(PgError::SessionStateBehindPooler(refused));
         }
         match found.tx {
-            Some(TxChange::Begin) => self.inner.raw_tx.store(true, Ordering::Relaxed),
-            Some(TxChange::End) => self.inner.raw_tx.store(false, Ordering::Relaxed),
+            Some(TxChange::Begin) => self.tx().set_raw(true),
+            Some(TxChange::End) => self.tx().set_raw(false),
             None => {}
         }
         Ok(())

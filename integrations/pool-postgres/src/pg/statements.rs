@@ -40,19 +40,19 @@ impl PgClient {
     ///
     /// Cancel safe: nothing is cached until the statement is prepared.
     pub async fn prepare_cached(&self, query: &str) -> Result<Statement, PgError> {
-        if self.inner.unnamed && !self.inner.relayed {
+        if self.statements().refuses_named() {
             return Err(PgError::NamedStatementBehindPooler);
         }
-        if let Some(statement) = self.inner.cache.get(query) {
+        if let Some(statement) = self.statements().named(query) {
             // Its text was looked at when it was prepared.
             return Ok(statement);
         }
-        if self.inner.pooler_mode == PoolerMode::Transaction {
+        if self.pooler_mode() == PoolerMode::Transaction {
             refuse(query)?;
         }
-        let statement = self.observe(self.inner.client.prepare(query).await)?;
+        let statement = self.observe(self.client().prepare(query).await)?;
         // An evicted statement is dropped here, after the cache's lock.
-        drop(self.inner.cache.insert(query, statement.clone()));
+        drop(self.statements().prepared_into(query, statement.clone()));
         Ok(statement)
     }
 
@@ -73,23 +73,18 @@ impl PgClient {
     /// the cache of parameter types that `query`/`execute` keep instead of
     /// statements.
     pub fn statement_cache_stats(&self) -> StatementCacheStats {
-        if self.inner.unnamed {
-            self.inner.described.stats()
-        } else {
-            self.inner.cache.stats()
-        }
+        self.statements().stats()
     }
 
     /// How many statements (or, behind a pooler, described queries) the
     /// cache holds.
     pub fn statement_cache_len(&self) -> usize {
-        self.inner.cache.len() + self.inner.described.len()
+        self.statements().len()
     }
 
     /// Empties the statement cache (after a schema change, say). Statements
     /// still held elsewhere stay usable.
     pub fn clear_statement_cache(&self) {
-        self.inner.cache.clear();
-        self.inner.described.clear();
+        self.statements().clear();
     }
 }

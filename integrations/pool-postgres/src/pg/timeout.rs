@@ -1,8 +1,14 @@
-//! What [`PgClient::with_timeout`](super::PgClient::with_timeout) fails with.
+//! What [`PgClient::with_timeout`](super::PgClient::with_timeout) fails with,
+//! and the handle that sends its cancel request.
 
 use std::error::Error;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio_postgres::CancelToken;
 
 use super::error::PgError;
 
@@ -90,6 +96,59 @@ impl From<PgError> for QueryError {
         match e {
             PgError::Db(e) => QueryError::Db(e),
             e => QueryError::Refused(e),
+        }
+    }
+}
+
+/// Sends a cancel request for the query running behind a token, over a new
+/// connection made with the manager's TLS connector (or, for a relayed
+/// connection, straight to the pooler). `Err(None)`: no connection could be
+/// made to send it, and the cause was logged.
+pub(super) type Canceller = Arc<
+    dyn Fn(
+            CancelToken,
+        )
+            -> Pin<Box<dyn Future<Output = Result<(), Option<tokio_postgres::Error>>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How a connection cancels a query that ran past its limit: the request's
+/// sender and how long the request may take.
+pub(super) struct CancelHandle {
+    canceller: Canceller,
+    timeout: Duration,
+}
+
+impl CancelHandle {
+    pub(super) fn new(canceller: Canceller, timeout: Duration) -> Self {
+        Self { canceller, timeout }
+    }
+
+    /// Sends the cancel request for the query behind `token`, which ran past
+    /// `limit`, and says how that went as the timed-out query's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped midway, the request may or may not have reached the server.
+    pub(super) async fn cancel(&self, token: CancelToken, limit: Duration) -> QueryError {
+        match tokio::time::timeout(self.timeout, (self.canceller)(token)).await {
+            Ok(Ok(())) => QueryError::TimedOut { limit },
+            Ok(Err(Some(error))) => {
+                tracing::warn!(%error, "cancel request for a timed-out query failed");
+                QueryError::CancelFailed {
+                    limit,
+                    error: Some(error),
+                }
+            }
+            Ok(Err(None)) => QueryError::CancelFailed { limit, error: None },
+            Err(_elapsed) => {
+                tracing::warn!(
+                    cancel_timeout = ?self.timeout,
+                    "cancel request for a timed-out query did not finish in time"
+                );
+                QueryError::CancelFailed { limit, error: None }
+            }
         }
     }
 }

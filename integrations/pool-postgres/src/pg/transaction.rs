@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, IsolationLevel, Row, SimpleQueryMessage, Statement};
@@ -11,6 +12,70 @@ use tokio_postgres::{Transaction, TransactionBuilder};
 use super::error::PgError;
 use super::statement::{refuse, PgStatement};
 use crate::PoolerMode;
+
+/// What a [`PgClient`](super::PgClient) knows about the transactions open
+/// on its connection: one begun through the wrapper (a [`PgTransaction`],
+/// or SQL text sent by the ambient scopes), and, behind a pooler, a `BEGIN`
+/// sent as text or a describe's own transaction. The reset on return reads
+/// [`is_open`](Self::is_open) and clears both with [`reset`](Self::reset).
+#[derive(Debug, Default)]
+pub(super) struct TxTracker {
+    /// A transaction begun through this wrapper has not been committed or
+    /// rolled back through it. Only touched through `&mut` (the client's,
+    /// or the borrow a `PgTransaction` holds).
+    wrapped: bool,
+    /// Behind a pooler: a `BEGIN` sent as text was not yet followed by its
+    /// end, or a describe's own transaction is open. Read by the reset on
+    /// return (after the return orders it) and by the describe on the same
+    /// client: Relaxed.
+    raw: AtomicBool,
+}
+
+impl TxTracker {
+    /// Either mark is set.
+    pub(super) fn is_open(&self) -> bool {
+        self.wrapped || self.raw.load(Ordering::Relaxed)
+    }
+
+    /// A transaction begun through the wrapper is open.
+    pub(super) fn wrapped_open(&self) -> bool {
+        self.wrapped
+    }
+
+    /// Marks a transaction begun through the wrapper (before anything is
+    /// sent, so a begin dropped half-way still counts).
+    pub(super) fn begin_wrapped(&mut self) {
+        self.wrapped = true;
+    }
+
+    /// Clears the wrapper's mark once its commit or rollback went through.
+    pub(super) fn end_wrapped(&mut self) {
+        self.wrapped = false;
+    }
+
+    /// Sets the wrapper's mark as the ambient scopes' SQL text says.
+    pub(super) fn set_wrapped(&mut self, open: bool) {
+        self.wrapped = open;
+    }
+
+    /// A transaction begun as text (or a describe's own) is open.
+    pub(super) fn raw_open(&self) -> bool {
+        self.raw.load(Ordering::Relaxed)
+    }
+
+    /// Follows a `BEGIN` (`true`) or its end (`false`) sent as text, or a
+    /// describe's own transaction; through `&self`, as queries share the
+    /// client.
+    pub(super) fn set_raw(&self, open: bool) {
+        self.raw.store(open, Ordering::Relaxed);
+    }
+
+    /// Clears both marks, after a successful reset.
+    pub(super) fn reset(&mut self) {
+        self.wrapped = false;
+        *self.raw.get_mut() = false;
+    }
+}
 
 /// A `tokio_postgres` transaction whose end the pool can see.
 ///
@@ -28,8 +93,8 @@ use crate::PoolerMode;
 #[must_use = "dropping the transaction rolls it back"]
 pub struct PgTransaction<'a> {
     tx: Transaction<'a>,
-    /// The owning `PgClient`'s "transaction open" mark.
-    open: &'a mut bool,
+    /// The owning `PgClient`'s transaction marks.
+    open: &'a mut TxTracker,
     /// Behind a transaction-mode pooler: query texts are looked at.
     behind_pooler: bool,
 }
@@ -60,7 +125,7 @@ macro_rules! checked {
 }
 
 impl<'a> PgTransaction<'a> {
-    pub(super) fn new(tx: Transaction<'a>, open: &'a mut bool, behind_pooler: bool) -> Self {
+    pub(super) fn new(tx: Transaction<'a>, open: &'a mut TxTracker, behind_pooler: bool) -> Self {
         Self {
             tx,
             open,
@@ -155,7 +220,7 @@ impl<'a> PgTransaction<'a> {
     pub async fn commit(self) -> Result<(), Error> {
         let Self { tx, open, .. } = self;
         tx.commit().await?;
-        *open = false;
+        open.end_wrapped();
         Ok(())
     }
 
@@ -171,7 +236,7 @@ impl<'a> PgTransaction<'a> {
     pub async fn rollback(self) -> Result<(), Error> {
         let Self { tx, open, .. } = self;
         tx.rollback().await?;
-        *open = false;
+        open.end_wrapped();
         Ok(())
     }
 }
@@ -201,14 +266,14 @@ impl fmt::Debug for PgTransaction<'_> {
 #[must_use = "a transaction builder does nothing until `start()` is called"]
 pub struct PgTransactionBuilder<'a> {
     builder: TransactionBuilder<'a>,
-    open: &'a mut bool,
+    open: &'a mut TxTracker,
     behind_pooler: bool,
 }
 
 impl<'a> PgTransactionBuilder<'a> {
     pub(super) fn new(
         builder: TransactionBuilder<'a>,
-        open: &'a mut bool,
+        open: &'a mut TxTracker,
         pooler_mode: PoolerMode,
     ) -> Self {
         Self {
@@ -261,7 +326,7 @@ impl<'a> PgTransactionBuilder<'a> {
             open,
             behind_pooler,
         } = self;
-        *open = true;
+        open.begin_wrapped();
         let tx = builder.start().await?;
         Ok(PgTransaction::new(tx, open, behind_pooler))
     }
@@ -271,5 +336,72 @@ impl fmt::Debug for PgTransactionBuilder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgTransactionBuilder")
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxTracker;
+
+    #[test]
+    fn a_new_tracker_has_nothing_open() {
+        let tracker = TxTracker::default();
+        assert!(!tracker.is_open());
+        assert!(!tracker.wrapped_open());
+        assert!(!tracker.raw_open());
+    }
+
+    #[test]
+    fn a_wrapped_transaction_is_open_until_its_end() {
+        let mut tracker = TxTracker::default();
+        tracker.begin_wrapped();
+        assert!(tracker.is_open());
+        assert!(tracker.wrapped_open());
+        assert!(!tracker.raw_open());
+        tracker.end_wrapped();
+        assert!(!tracker.is_open());
+    }
+
+    #[test]
+    fn the_ambient_scopes_set_and_clear_the_wrapped_mark() {
+        let mut tracker = TxTracker::default();
+        tracker.set_wrapped(true);
+        assert!(tracker.is_open() && tracker.wrapped_open());
+        tracker.set_wrapped(false);
+        assert!(!tracker.is_open());
+    }
+
+    #[test]
+    fn a_text_begin_is_open_until_its_text_end() {
+        let tracker = TxTracker::default();
+        tracker.set_raw(true);
+        assert!(tracker.is_open());
+        assert!(tracker.raw_open());
+        assert!(!tracker.wrapped_open());
+        tracker.set_raw(false);
+        assert!(!tracker.is_open());
+    }
+
+    #[test]
+    fn either_mark_alone_keeps_it_open() {
+        let mut tracker = TxTracker::default();
+        tracker.begin_wrapped();
+        tracker.set_raw(true);
+        tracker.end_wrapped();
+        assert!(tracker.is_open(), "the text begin is still open");
+        tracker.set_raw(false);
+        tracker.begin_wrapped();
+        assert!(tracker.is_open(), "the wrapped one is still open");
+    }
+
+    #[test]
+    fn reset_clears_both_marks() {
+        let mut tracker = TxTracker::default();
+        tracker.begin_wrapped();
+        tracker.set_raw(true);
+        tracker.reset();
+        assert!(!tracker.is_open());
+        assert!(!tracker.wrapped_open());
+        assert!(!tracker.raw_open());
     }
 }

@@ -361,7 +361,7 @@ where
     }
 
     async fn reset(&self, conn: &mut PgClient) -> Result<(), PgError> {
-        let budgeted = match (self.current_fleet_budget(), conn.inner.ticket) {
+        let budgeted = match (self.current_fleet_budget(), conn.ticket_key()) {
             (Some(budget), Some(ticket)) => Some((budget, ticket)),
             _ => None,
         };

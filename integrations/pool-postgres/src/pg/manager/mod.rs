@@ -16,9 +16,9 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Config, Socket};
 
 use crate::fleet::{self, FleetBudget, FleetBudgetConfigError, FleetShare, FleetShareView};
-use crate::pg::client::Canceller;
 use crate::pg::error::{BoxError, PgConfigError};
 use crate::pg::failover::HostEpochs;
+use crate::pg::timeout::Canceller;
 #[cfg(doc)]
 use crate::pg::{PgClient, PgError};
 use crate::{PoolerMode, PoolerStatements};

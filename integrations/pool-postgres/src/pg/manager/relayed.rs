@@ -6,10 +6,10 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 use tokio_postgres::Config;
 
-use crate::pg::client::Canceller;
 use crate::pg::client::ReportedRole;
 use crate::pg::driver::drive;
 use crate::pg::error::PgError;
+use crate::pg::timeout::Canceller;
 use crate::relay::{Keepalive, Relay, Upstream};
 
 /// Where `config` points, in order: each host (or `hostaddr`) with its port.
