@@ -7,19 +7,16 @@
 //! servers are the test's own, on 127.0.0.1.
 #![cfg(feature = "tokio-postgres")]
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use pool_core::{Pool, PoolConfig, PoolError, TimeoutPhase};
+use pool_core::{Pool, PoolConfig};
 use pool_postgres::PostgresManager;
 use tokio_postgres::NoTls;
 
 use crate::support::db::bounded;
-use crate::support::silent::{refused_port, Silent};
-
-/// The limit each start-up is given.
-const LIMIT: Duration = Duration::from_secs(1);
-/// What a loaded machine may add to it (a bound, not a measurement).
-const MARGIN: Duration = Duration::from_secs(2);
+use crate::support::silent::{
+    assert_start_up_is_bounded, refused_port, start_up_config, Silent, LIMIT, MARGIN,
+};
 
 fn manager(port: u16) -> PostgresManager<NoTls> {
     let pg = format!("host=127.0.0.1 port={port} user=app dbname=app")
@@ -29,45 +26,14 @@ fn manager(port: u16) -> PostgresManager<NoTls> {
 }
 
 fn config() -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(2)
-        .min_size(2)
-        .acquire_timeout(LIMIT)
-        .build()
-        .expect("config")
+    start_up_config()
 }
 
 #[tokio::test]
 async fn pool_new_against_a_server_that_never_answers_returns_within_acquire_timeout() {
-    bounded(async {
-        let server = Silent::start().await;
-        let started = Instant::now();
-        let err = Pool::new(manager(server.port()), config())
-            .await
-            .expect_err("nothing answers");
-        let took = started.elapsed();
-        assert!(took <= LIMIT + MARGIN, "took {took:?}: {err}");
-        assert!(
-            matches!(
-                err,
-                PoolError::Timeout {
-                    phase: TimeoutPhase::Connect,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        let expected = format!(
-            "opening a connection (0 of 2 open: 0 idle, 0 in use; 0 opening; 0 waiting); \
-             last error: connect to 127.0.0.1:{} did not finish within ",
-            server.port()
-        );
-        assert!(
-            text.starts_with("timed out after ") && text.contains(&expected),
-            "{text}"
-        );
-    })
+    bounded(assert_start_up_is_bounded(|port| {
+        Pool::new(manager(port), config())
+    }))
     .await;
 }
 

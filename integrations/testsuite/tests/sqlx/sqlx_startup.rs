@@ -6,65 +6,31 @@
 //! servers are the test's own, on 127.0.0.1.
 #![cfg(feature = "sqlx-postgres")]
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pool_sqlx::SqlxManager;
 
-use pool_core::{PoolConfig, PoolError, TimeoutPhase};
+use pool_core::{PoolConfig, PoolError};
 use pool_sqlx::Pool as SqlxPool;
 
 use crate::support::db::bounded;
-use crate::support::silent::{refused_port, Silent};
-
-/// The limit each start-up is given.
-const LIMIT: Duration = Duration::from_secs(1);
-/// What a loaded machine may add to it (a bound, not a measurement).
-const MARGIN: Duration = Duration::from_secs(2);
+use crate::support::silent::{
+    assert_start_up_is_bounded, refused_port, start_up_config, LIMIT, MARGIN,
+};
 
 fn manager(port: u16) -> SqlxManager<sqlx::PgConnection> {
     SqlxManager::from_url(&format!("postgres://app@127.0.0.1:{port}/app")).expect("a valid URL")
 }
 
 fn config() -> PoolConfig {
-    PoolConfig::builder()
-        .max_size(2)
-        .min_size(2)
-        .acquire_timeout(LIMIT)
-        .build()
-        .expect("config")
+    start_up_config()
 }
 
 #[tokio::test]
 async fn pool_new_against_a_server_that_never_answers_returns_within_acquire_timeout() {
-    bounded(async {
-        let server = Silent::start().await;
-        let started = Instant::now();
-        let err = SqlxPool::new(manager(server.port()), config())
-            .await
-            .expect_err("nothing answers");
-        let took = started.elapsed();
-        assert!(took <= LIMIT + MARGIN, "took {took:?}: {err}");
-        assert!(
-            matches!(
-                err,
-                PoolError::Timeout {
-                    phase: TimeoutPhase::Connect,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        let expected = format!(
-            "opening a connection (0 of 2 open: 0 idle, 0 in use; 0 opening; 0 waiting); \
-             last error: connect to 127.0.0.1:{} did not finish within ",
-            server.port()
-        );
-        assert!(
-            text.starts_with("timed out after ") && text.contains(&expected),
-            "{text}"
-        );
-    })
+    bounded(assert_start_up_is_bounded(|port| {
+        SqlxPool::new(manager(port), config())
+    }))
     .await;
 }
 
