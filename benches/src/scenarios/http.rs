@@ -97,7 +97,7 @@ where
     Router::new().route("/", get(handle::<P>)).with_state(pool)
 }
 
-/// [`router`] served on a port of 127.0.0.1 of its own, until
+/// The `router` served on a port of 127.0.0.1 of its own, until
 /// [`stop`](Self::stop).
 #[derive(Debug)]
 pub struct Service {

@@ -228,6 +228,7 @@ mod pg;
 pub mod pooler;
 #[doc(hidden)]
 pub mod relay;
+pub mod settings;
 // The look at statements sent as text behind a transaction-mode pooler:
 // the pooled tokio-postgres client's and the relay's. Only the former
 // follows transactions.

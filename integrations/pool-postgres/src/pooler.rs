@@ -161,13 +161,6 @@ impl std::fmt::Display for SessionStatement {
     }
 }
 
-/// Whether connections go through the statement relay: unnamed statements
-/// behind a transaction-mode pooler.
-#[doc(hidden)]
-pub fn relays(mode: PoolerMode, statements: PoolerStatements) -> bool {
-    mode == PoolerMode::Transaction && statements == PoolerStatements::Unnamed
-}
-
 /// Settings that cannot work with [`PoolerStatements::Unnamed`] on the sqlx
 /// PostgreSQL manager, reported when the pool is built (and by every
 /// connect, before any I/O).

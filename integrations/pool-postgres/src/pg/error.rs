@@ -9,6 +9,7 @@ use tokio_postgres::Config;
 
 use crate::fleet::{FleetBudgetConfigError, FleetBudgetExhausted};
 use crate::pooler::SessionStatement;
+use crate::settings::PgSettingsError;
 use pool_api::error_chain::{ConnectCause, ErrorChain};
 
 use super::ResetMode;
@@ -222,6 +223,16 @@ pub enum PgConfigError {
     /// without [`PoolerMode::Transaction`](crate::PoolerMode::Transaction):
     /// the statement relay is for transaction-mode poolers only.
     UnnamedOutsideTransactionMode,
+}
+
+impl From<PgSettingsError> for PgConfigError {
+    fn from(clash: PgSettingsError) -> Self {
+        match clash {
+            PgSettingsError::FleetBudget(e) => Self::FleetBudget(e),
+            PgSettingsError::FleetBudgetBehindPooler => Self::FleetBudgetBehindPooler,
+            PgSettingsError::UnnamedOutsideTransactionMode => Self::UnnamedOutsideTransactionMode,
+        }
+    }
 }
 
 impl fmt::Display for PgConfigError {

@@ -13,10 +13,9 @@ use super::driver::Error;
 use super::password::PasswordProviderError;
 use super::reset::{self, ResetMode};
 use pool_core::{ErrorClass, ManageConnection};
-use pool_postgres::fleet::{FleetBudget, FleetBudgetConfigError, FleetShare};
+use pool_postgres::fleet::{FleetBudget, FleetBudgetConfigError};
 use pool_postgres::pooler::TransactionPoolerError;
-use pool_postgres::pooler::{PoolerMode, PoolerStatements};
-use std::sync::Arc;
+use pool_postgres::settings::{PgSettings, PgSettingsError};
 
 /// Opens, checks and cleans sqlx connections of type `C`
 /// (`sqlx::PgConnection`, `sqlx::MySqlConnection` or
@@ -93,15 +92,11 @@ use std::sync::Arc;
 pub struct SqlxManager<C: SqlxConnection> {
     options: C::Options,
     reset_mode: ResetMode,
-    pub(super) pooler_mode: PoolerMode,
-    pub(super) pooler_statements: PoolerStatements,
+    /// The pooler and fleet budget settings (a budget is set only on
+    /// PostgreSQL), shared with `PostgresManager`; clones share one fair
+    /// share instance.
+    pub(super) settings: PgSettings,
     pub(super) password_provider: Option<Provider>,
-    /// Set only on PostgreSQL, by `fleet_budget`; an invalid one is kept
-    /// as its error, reported by `validate`.
-    pub(super) fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
-    /// The fair share state of a valid budget with fair share on, shared
-    /// by clones (one instance).
-    pub(super) share: Option<Arc<FleetShare>>,
     _connection: PhantomData<fn() -> C>,
 }
 
@@ -112,11 +107,8 @@ impl<C: SqlxConnection> SqlxManager<C> {
         Self {
             options,
             reset_mode: ResetMode::default(),
-            pooler_mode: PoolerMode::default(),
-            pooler_statements: PoolerStatements::default(),
+            settings: PgSettings::default(),
             password_provider: None,
-            fleet: None,
-            share: None,
             _connection: PhantomData,
         }
     }
@@ -181,7 +173,7 @@ impl<C: SqlxConnection> SqlxManager<C> {
     /// Checks that the settings work together: the fleet budget is valid
     /// and not behind a transaction-mode pooler, unnamed statements only
     /// behind one, and the connect options suit them (no TLS required with
-    /// [`PoolerStatements::Unnamed`]). The pool runs it when it is built
+    /// [`PoolerStatements::Unnamed`](pool_postgres::pooler::PoolerStatements::Unnamed)). The pool runs it when it is built
     /// ([`ManageConnection::check`]: `Pool::new` fails with it), and every
     /// connect runs it before any I/O (so a lazy pool's first connect
     /// reports it).
@@ -194,22 +186,18 @@ impl<C: SqlxConnection> SqlxManager<C> {
     /// or a [`TransactionPoolerError`](pool_postgres::pooler::TransactionPoolerError);
     /// each says which settings clash.
     pub fn validate(&self) -> Result<(), Error> {
-        match &self.fleet {
-            Some(Err(e)) => return Err(Error::Configuration(Box::new(e.clone()))),
-            Some(Ok(_)) if self.pooler_mode == PoolerMode::Transaction => {
-                return Err(Error::Configuration(Box::new(
-                    FleetBudgetConfigError::BehindTransactionPooler,
-                )))
-            }
-            _ => {}
-        }
-        if self.pooler_statements == PoolerStatements::Unnamed
-            && self.pooler_mode != PoolerMode::Transaction
-        {
-            return Err(Error::Configuration(Box::new(
-                TransactionPoolerError::UnnamedOutsideTransactionMode,
-            )));
-        }
+        self.settings.check().map_err(|clash| {
+            Error::Configuration(match clash {
+                PgSettingsError::FleetBudget(e) => Box::new(e),
+                PgSettingsError::FleetBudgetBehindPooler => {
+                    Box::new(FleetBudgetConfigError::BehindTransactionPooler)
+                }
+                PgSettingsError::UnnamedOutsideTransactionMode => {
+                    Box::new(TransactionPoolerError::UnnamedOutsideTransactionMode)
+                }
+                other => Box::new(other),
+            })
+        })?;
         C::check_pooler(&self.options, self.unnamed())
             .map_err(|e| Error::Configuration(Box::new(e)))
     }
@@ -217,12 +205,12 @@ impl<C: SqlxConnection> SqlxManager<C> {
     /// Whether statements reach the server unnamed, through the statement
     /// relay.
     pub(super) fn unnamed(&self) -> bool {
-        pool_postgres::pooler::relays(self.pooler_mode, self.pooler_statements)
+        self.settings.unnamed()
     }
 
     /// The fleet budget, if one is set and valid.
     pub(super) fn budget(&self) -> Option<&FleetBudget> {
-        self.fleet.as_ref().and_then(|budget| budget.as_ref().ok())
+        self.settings.fleet_budget()
     }
 }
 
@@ -231,11 +219,8 @@ impl<C: SqlxConnection> Clone for SqlxManager<C> {
         Self {
             options: self.options.clone(),
             reset_mode: self.reset_mode,
-            pooler_mode: self.pooler_mode,
-            pooler_statements: self.pooler_statements,
+            settings: self.settings.clone(),
             password_provider: self.password_provider.clone(),
-            fleet: self.fleet.clone(),
-            share: self.share.clone(),
             _connection: PhantomData,
         }
     }
@@ -246,10 +231,10 @@ impl<C: SqlxConnection> fmt::Debug for SqlxManager<C> {
         let mut out = f.debug_struct("SqlxManager");
         C::describe(&self.options, &mut out);
         out.field("reset_mode", &self.reset_mode)
-            .field("pooler_mode", &self.pooler_mode)
-            .field("pooler_statements", &self.pooler_statements)
+            .field("pooler_mode", &self.settings.pooler_mode())
+            .field("pooler_statements", &self.settings.pooler_statements())
             .field("password_provider", &self.password_provider.is_some())
-            .field("fleet_budget", &self.fleet)
+            .field("fleet_budget", &self.settings.fleet_setting())
             .finish()
     }
 }
@@ -311,7 +296,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
         // Fair share: the instance counts itself (its control session) from
         // its first connect on, and opens nothing for a ticket it would not
         // take.
-        let claim = match &self.share {
+        let claim = match self.settings.share() {
             None => None,
             Some(share) => {
                 share.start_control(|| {
@@ -342,7 +327,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
         if let Some(budget) = self.budget() {
             // One round trip. On an error `conn` is dropped here, which
             // closes its socket and so ends the session on the server.
-            let sql = match (&self.share, claim) {
+            let sql = match (self.settings.share(), claim) {
                 (Some(share), Some(claim)) => share.claim_sql(claim),
                 _ => budget.claim_sql_literal(budget.random_start()),
             };
@@ -350,12 +335,12 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
                 if let Err(e) = conn.close().await {
                     tracing::debug!(error = %e, "closing a connection that found no fleet budget ticket");
                 }
-                if let (Some(share), Some(claim)) = (&self.share, claim) {
+                if let (Some(share), Some(claim)) = (self.settings.share(), claim) {
                     share.refused(claim);
                 }
                 return Err(Error::Configuration(Box::new(budget.exhausted())));
             }
-            if let Some(share) = &self.share {
+            if let Some(share) = self.settings.share() {
                 share.note_claimed();
             }
         }
@@ -375,8 +360,8 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// share: another instance is below its share and this one above); no
     /// I/O, one atomic load otherwise.
     fn has_broken(&self, _conn: &mut C) -> bool {
-        self.share
-            .as_ref()
+        self.settings
+            .share()
             .is_some_and(|share| share.give_back_counted())
     }
 
@@ -401,7 +386,7 @@ impl<C: SqlxConnection> ManageConnection for SqlxManager<C> {
     /// `COM_QUIT` on MySQL) and waits for the socket (or SQLite's worker)
     /// to close, so the pool counts the session until it is gone.
     async fn close(&self, conn: C) {
-        if let Some(share) = &self.share {
+        if let Some(share) = self.settings.share() {
             share.note_closed();
         }
         if let Err(e) = conn.close().await {

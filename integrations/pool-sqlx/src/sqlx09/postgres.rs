@@ -11,9 +11,7 @@ use super::driver::postgres::{
 use super::driver::{Connection, Error, Executor, Row};
 use super::server_flag::{queue_tracked_rollbacks, roll_back_by_server_flag};
 use super::SqlxManager;
-use pool_postgres::fleet::{
-    self, ControlSession, FleetBudget, FleetShare, FleetShareView, OpenControl,
-};
+use pool_postgres::fleet::{self, ControlSession, FleetBudget, FleetShareView, OpenControl};
 use pool_postgres::pooler::TransactionPoolerError;
 use pool_postgres::pooler::{PoolerMode, PoolerStatements};
 use pool_postgres::relay::{self, Relay};
@@ -254,7 +252,7 @@ impl SqlxManager<PgConnection> {
     /// ```
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
-        self.pooler_mode = mode;
+        self.settings.set_pooler_mode(mode);
         self
     }
 
@@ -317,7 +315,7 @@ impl SqlxManager<PgConnection> {
     /// ```
     #[must_use]
     pub fn pooler_statements(mut self, statements: PoolerStatements) -> Self {
-        self.pooler_statements = statements;
+        self.settings.set_pooler_statements(statements);
         self
     }
 
@@ -325,22 +323,16 @@ impl SqlxManager<PgConnection> {
     /// budget `name`, shared by every process that uses the same name on the
     /// same database (with this manager, on sqlx 0.8 or 0.9, or with
     /// `PostgresManager::fleet_budget`): a session-level advisory lock taken
-    /// right after connecting, in one round trip per connect and none per
-    /// checkout. The server releases the ticket when the connection closes,
-    /// however the process ends. See [`fleet`](pool_postgres::fleet) for
-    /// the lock key and its collisions.
+    /// right after connecting, one round trip per connect and none per
+    /// checkout. How it works, its limits and fair share: the [fleet budget
+    /// guide](pool_postgres::guide::fleet_budget).
     ///
     /// A connect that finds no ticket free fails with
     /// `sqlx::Error::Configuration` holding a
     /// [`FleetBudgetExhausted`](pool_postgres::fleet::FleetBudgetExhausted),
     /// whose text says "fleet budget"; the pool retries it with back-off
-    /// while callers wait within their `acquire_timeout`. Idle connections
-    /// keep their tickets: an `idle_timeout` and a low `min_idle` let an
-    /// idle process give its share back. Both reset modes keep the ticket
-    /// (their statements release no lock). A `DISCARD ALL` or
-    /// `pg_advisory_unlock_all()` sent through a connection releases its
-    /// ticket while the connection stays open, so the budget no longer
-    /// counts it.
+    /// while callers wait within their `acquire_timeout`. Both reset modes
+    /// keep the ticket (their statements release no lock).
     ///
     /// The setter never fails, so it chains: an empty name, a total of 0 or
     /// above `i32::MAX`, or a budget in [`PoolerMode::Transaction`] is a
@@ -376,8 +368,7 @@ impl SqlxManager<PgConnection> {
     /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
-        self.fleet = fleet::set_budget(self.fleet.take(), name, total);
-        self.share = fleet::share_of(self.fleet.as_ref());
+        self.settings.set_fleet_budget(name, total);
         self
     }
 
@@ -388,13 +379,10 @@ impl SqlxManager<PgConnection> {
     ///
     /// With fair share on, each of the `N` live instances of the budget is
     /// guaranteed `floor(total / N)` tickets and may borrow the rest while
-    /// nobody else needs them; an instance below its share that finds no
-    /// ticket makes those above theirs close their excess connections as
-    /// they come back. An instance is this manager and its clones (pools
-    /// built from clones share one share); each holds one control session,
-    /// opened with the same options by its first connect, which holds a
-    /// ticket of the budget like any connection (part of the instance's
-    /// share): see [fair share](pool_postgres::fleet#fair-share).
+    /// nobody else needs them. An instance is this manager and its clones
+    /// (pools built from clones share one share); each holds a control
+    /// session, which holds a ticket: see [fair
+    /// share](pool_postgres::guide::fleet_budget#fair-share).
     ///
     /// The setter never fails, so it chains: a zero interval is
     /// [`ZeroShareInterval`](pool_postgres::fleet::FleetBudgetConfigError::ZeroShareInterval),
@@ -405,15 +393,14 @@ impl SqlxManager<PgConnection> {
     /// from [`validate`](Self::validate).
     #[must_use]
     pub fn fleet_share_interval(mut self, interval: Option<std::time::Duration>) -> Self {
-        self.fleet = Some(fleet::set_share_interval(self.fleet.take(), interval));
-        self.share = fleet::share_of(self.fleet.as_ref());
+        self.settings.set_fleet_share_interval(interval);
         self
     }
 
     /// This instance's view of its fair share of the fleet budget, as of
     /// its last recheck; `None` without a budget or with fair share off.
     pub fn fleet_share(&self) -> Option<FleetShareView> {
-        self.share.as_deref().map(FleetShare::view)
+        self.settings.fleet_share()
     }
 
     /// The fleet budget, if one is set and valid.
@@ -494,9 +481,9 @@ mod tests {
         let view = on.fleet_share().expect("on by default");
         assert_eq!((view.members, view.share, view.held), (0, 3, 0));
         let clone = on.clone();
-        assert!(std::ptr::eq(
-            on.share.as_deref().expect("on"),
-            clone.share.as_deref().expect("on")
+        assert!(std::sync::Arc::ptr_eq(
+            on.settings.share().expect("on"),
+            clone.settings.share().expect("on")
         ));
     }
 

@@ -214,7 +214,7 @@ where
         // Fair share: the instance counts itself (its control session) from
         // its first connect on, and opens nothing for a ticket it would not
         // take.
-        let claim = match &self.share {
+        let claim = match self.settings.share() {
             None => None,
             Some(share) => {
                 share.start_control(|| self.control_opener());
@@ -268,7 +268,7 @@ where
         };
         let host = self.hosts.mark(key);
         let mut seat = None;
-        let ticket = match (self.current_fleet_budget(), &self.share, claim) {
+        let ticket = match (self.current_fleet_budget(), self.settings.share(), claim) {
             (None, _, _) => None,
             (Some(budget), Some(share), Some(claim)) => {
                 // One round trip, the claim with its parameters written in.
@@ -312,7 +312,7 @@ where
             self.statement_cache_capacity,
             canceller,
             self.cancel_timeout,
-            self.pooler_mode,
+            self.settings.pooler_mode(),
             ticket,
             host,
         )

@@ -15,12 +15,13 @@ use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Config, Socket};
 
-use crate::fleet::{self, FleetBudget, FleetBudgetConfigError, FleetShare, FleetShareView};
+use crate::fleet::{FleetBudget, FleetShareView};
 use crate::pg::error::{BoxError, PgConfigError};
 use crate::pg::failover::HostEpochs;
 use crate::pg::timeout::Canceller;
 #[cfg(doc)]
 use crate::pg::{PgClient, PgError};
+use crate::settings::{PgSettings, PgSettingsError};
 use crate::{PoolerMode, PoolerStatements};
 
 mod manage;
@@ -117,12 +118,8 @@ pub struct PostgresManager<Tls> {
     statement_cache_capacity: usize,
     cancel_timeout: Duration,
     canceller: Canceller,
-    pooler_mode: PoolerMode,
-    pooler_statements: PoolerStatements,
-    /// An invalid budget is kept as its error, reported by `validate`.
-    fleet: Option<Result<FleetBudget, FleetBudgetConfigError>>,
-    /// The fair share state of a valid budget with fair share on.
-    share: Option<Arc<FleetShare>>,
+    /// The pooler and fleet budget settings, shared with the sqlx manager.
+    settings: PgSettings,
     password: Option<PasswordProvider>,
     hosts: HostEpochs,
 }
@@ -163,10 +160,7 @@ where
             statement_cache_capacity: DEFAULT_STATEMENT_CACHE_CAPACITY,
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             canceller,
-            pooler_mode: PoolerMode::default(),
-            pooler_statements: PoolerStatements::default(),
-            fleet: None,
-            share: None,
+            settings: PgSettings::default(),
             password: None,
             hosts: HostEpochs::default(),
         }
@@ -301,7 +295,7 @@ impl<Tls> PostgresManager<Tls> {
     /// ```
     #[must_use]
     pub fn pooler_mode(mut self, mode: PoolerMode) -> Self {
-        self.pooler_mode = mode;
+        self.settings.set_pooler_mode(mode);
         self
     }
 
@@ -346,27 +340,25 @@ impl<Tls> PostgresManager<Tls> {
     /// ```
     #[must_use]
     pub fn pooler_statements(mut self, statements: PoolerStatements) -> Self {
-        self.pooler_statements = statements;
+        self.settings.set_pooler_statements(statements);
         self
     }
 
     /// Makes every connection hold one of `total` tickets of the fleet
     /// budget `name`, shared by every process that uses the same name on
-    /// the same database: a session-level advisory lock taken right after
-    /// connecting (one round trip per connect, none per checkout). A connect
-    /// that finds no ticket free fails with [`PgError::FleetBudget`], whose
-    /// text says "fleet budget"; the pool retries it with back-off while
-    /// callers wait within their `acquire_timeout`. The ticket is released
-    /// by the server when the connection closes, however the process ends.
+    /// the same database (with this manager or the sqlx one): a
+    /// session-level advisory lock taken right after connecting, one round
+    /// trip per connect and none per checkout. How it works, its limits and
+    /// fair share: the [fleet budget guide](crate::guide::fleet_budget).
     ///
-    /// Idle connections keep their tickets: an `idle_timeout` and a low
-    /// `min_size` let an idle process give its share back. Every reset mode
-    /// keeps the ticket ([`ResetMode::Clean`] releases every other advisory
-    /// lock). A `pg_advisory_unlock_all()` or `DISCARD ALL` sent through a
-    /// connection releases its ticket while it stays open: with
-    /// [`ResetMode::Clean`] the reset on return takes it back, or closes the
-    /// connection when another session took it meanwhile. See
-    /// [`fleet`](crate::fleet) for the key and its collisions.
+    /// A connect that finds no ticket free fails with
+    /// [`PgError::FleetBudget`], whose text says "fleet budget"; the pool
+    /// retries it with back-off while callers wait within their
+    /// `acquire_timeout`. Every reset mode keeps the ticket; with
+    /// [`ResetMode::Clean`] (which releases every other advisory lock) the
+    /// reset on return also takes back a ticket a `pg_advisory_unlock_all()`
+    /// or `DISCARD ALL` released, or closes the connection when another
+    /// session took it meanwhile.
     ///
     /// ```
     /// use pool_postgres::PostgresManager;
@@ -390,25 +382,20 @@ impl<Tls> PostgresManager<Tls> {
     /// [`fleet_share_interval`](Self::fleet_share_interval).
     #[must_use]
     pub fn fleet_budget(mut self, name: &str, total: u32) -> Self {
-        self.fleet = fleet::set_budget(self.fleet.take(), name, total);
-        self.share = fleet::share_of(self.fleet.as_ref());
+        self.settings.set_fleet_budget(name, total);
         self
     }
 
     /// Sets how often this instance rechecks its [fair
     /// share](crate::fleet#fair-share) of the fleet budget, or
     /// turns fair share off (`None`). Defaults to
-    /// [`DEFAULT_SHARE_INTERVAL`](fleet::DEFAULT_SHARE_INTERVAL), 1 s.
+    /// [`DEFAULT_SHARE_INTERVAL`](crate::fleet::DEFAULT_SHARE_INTERVAL), 1 s.
     ///
     /// With fair share on, each of the `N` live instances (managers) of the
     /// budget is guaranteed `floor(total / N)` tickets and may borrow the
-    /// rest while nobody else needs them; an instance below its share that
-    /// finds no ticket makes those above theirs close their excess
-    /// connections as they come back. Each instance holds one control
-    /// session of its own, opened with the same settings by its first
-    /// connect, which holds a ticket of the budget like any connection
-    /// (part of the instance's share): see [fair
-    /// share](crate::fleet#fair-share).
+    /// rest while nobody else needs them; each instance holds a control
+    /// session of its own, which holds a ticket: see [fair
+    /// share](crate::guide::fleet_budget#fair-share).
     ///
     /// ```
     /// use std::time::Duration;
@@ -424,23 +411,22 @@ impl<Tls> PostgresManager<Tls> {
     ///
     /// The setter never fails, so it chains: a zero interval is a
     /// [`PgConfigError::FleetBudget`] holding
-    /// [`FleetBudgetConfigError::ZeroShareInterval`], an interval on a
+    /// [`FleetBudgetConfigError::ZeroShareInterval`](crate::fleet::FleetBudgetConfigError::ZeroShareInterval), an interval on a
     /// budget of one ticket one holding
-    /// [`FleetBudgetConfigError::ShareOfOneTicket`], and a call before
+    /// [`FleetBudgetConfigError::ShareOfOneTicket`](crate::fleet::FleetBudgetConfigError::ShareOfOneTicket), and a call before
     /// [`fleet_budget`](Self::fleet_budget) one holding
-    /// [`FleetBudgetConfigError::ShareIntervalWithoutBudget`], from
+    /// [`FleetBudgetConfigError::ShareIntervalWithoutBudget`](crate::fleet::FleetBudgetConfigError::ShareIntervalWithoutBudget), from
     /// [`validate`](Self::validate).
     #[must_use]
     pub fn fleet_share_interval(mut self, interval: Option<Duration>) -> Self {
-        self.fleet = Some(fleet::set_share_interval(self.fleet.take(), interval));
-        self.share = fleet::share_of(self.fleet.as_ref());
+        self.settings.set_fleet_share_interval(interval);
         self
     }
 
     /// This instance's view of its fair share of the fleet budget, as of
     /// its last recheck; `None` without a budget or with fair share off.
     pub fn fleet_share(&self) -> Option<FleetShareView> {
-        self.share.as_deref().map(FleetShare::view)
+        self.settings.fleet_share()
     }
 
     /// Asks `provider` for the password of every new connection (rotating
@@ -497,31 +483,24 @@ impl<Tls> PostgresManager<Tls> {
     /// [`PoolerStatements::Unnamed`] without it. Each error's text names both
     /// settings.
     pub fn validate(&self) -> Result<(), PgConfigError> {
-        if let Some(Err(e)) = &self.fleet {
-            return Err(PgConfigError::FleetBudget(e.clone()));
-        }
-        if self.pooler_statements == PoolerStatements::Unnamed
-            && self.pooler_mode != PoolerMode::Transaction
+        let shared = self.settings.check();
+        // Under `Transaction` no clash but an invalid budget comes before
+        // the reset's.
+        if self.settings.pooler_mode() == PoolerMode::Transaction
+            && self.reset_mode == ResetMode::Clean
+            && !matches!(shared, Err(PgSettingsError::FleetBudget(_)))
         {
-            return Err(PgConfigError::UnnamedOutsideTransactionMode);
+            return Err(PgConfigError::SessionResetBehindPooler {
+                reset_mode: self.reset_mode,
+            });
         }
-        if self.pooler_mode == PoolerMode::Transaction {
-            if self.reset_mode == ResetMode::Clean {
-                return Err(PgConfigError::SessionResetBehindPooler {
-                    reset_mode: self.reset_mode,
-                });
-            }
-            if self.fleet.is_some() {
-                return Err(PgConfigError::FleetBudgetBehindPooler);
-            }
-        }
-        Ok(())
+        shared.map_err(PgConfigError::from)
     }
 
     /// Whether statements reach the server unnamed: behind a
     /// transaction-mode pooler that does not keep named ones.
     fn unnamed(&self) -> bool {
-        crate::pooler::relays(self.pooler_mode, self.pooler_statements)
+        self.settings.unnamed()
     }
 
     /// Whether connections go through the statement relay: with unnamed
@@ -532,12 +511,12 @@ impl<Tls> PostgresManager<Tls> {
 
     /// The pooler mode in force.
     pub fn current_pooler_mode(&self) -> PoolerMode {
-        self.pooler_mode
+        self.settings.pooler_mode()
     }
 
     /// The fleet budget, if one is set and valid.
     pub fn current_fleet_budget(&self) -> Option<&FleetBudget> {
-        self.fleet.as_ref().and_then(|budget| budget.as_ref().ok())
+        self.settings.fleet_budget()
     }
 
     /// The connection settings.
@@ -572,9 +551,9 @@ impl<Tls> fmt::Debug for PostgresManager<Tls> {
             .field("reset_mode", &self.reset_mode)
             .field("statement_cache_capacity", &self.statement_cache_capacity)
             .field("cancel_timeout", &self.cancel_timeout)
-            .field("pooler_mode", &self.pooler_mode)
-            .field("pooler_statements", &self.pooler_statements)
-            .field("fleet_budget", &self.fleet)
+            .field("pooler_mode", &self.settings.pooler_mode())
+            .field("pooler_statements", &self.settings.pooler_statements())
+            .field("fleet_budget", &self.settings.fleet_setting())
             .field("password_provider", &self.password.is_some())
             .field("keepalives", &c.get_keepalives())
             .field("keepalives_idle", &c.get_keepalives_idle())
