@@ -5,15 +5,13 @@ use std::panic::Location;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use pool_api::PoolError;
-
 use crate::PooledConnection;
 
 use super::connection::HostConnection;
 use super::error::HostPoolError;
 use super::probe::{no_answer, probe};
 use super::role::{HostStatus, SessionTarget};
-use super::route;
+use super::route::{self, AfterPoolError, Handout};
 use super::{HostBackend, Inner};
 
 impl<M: HostBackend> Inner<M> {
@@ -43,29 +41,30 @@ impl<M: HostBackend> Inner<M> {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let mut conn = match self.pools[i].get_for(left, site).await {
                     Ok(conn) => conn,
-                    Err(PoolError::Closed) => return Err(HostPoolError::Closed),
-                    Err(error @ PoolError::Timeout { .. }) => {
-                        if let PoolError::Timeout { waited, state, .. } = &error {
-                            if route::all_in_use(state) {
-                                self.registry.exhausted(i, *waited);
+                    Err(error) => match route::after_pool_error(&error) {
+                        AfterPoolError::Closed => return Err(HostPoolError::Closed),
+                        AfterPoolError::GiveUp { busy } => {
+                            if let Some(waited) = busy {
+                                self.registry.exhausted(i, waited);
                             }
+                            return Err(HostPoolError::Pool {
+                                host: Arc::clone(&self.registry.hosts[i].addr),
+                                error,
+                            });
                         }
-                        return Err(HostPoolError::Pool {
-                            host: Arc::clone(&self.registry.hosts[i].addr),
-                            error,
-                        });
-                    }
-                    Err(error) => {
-                        // The manager marked the host down when its connect
-                        // failed; a fail-fast error may come without one.
-                        self.registry.down(i, &error);
-                        last_error = Some(error.to_string());
-                        continue;
-                    }
+                        AfterPoolError::MarkDownAndTryNext => {
+                            // The manager marked the host down when its
+                            // connect failed; a fail-fast error may come
+                            // without one.
+                            self.registry.down(i, &error);
+                            last_error = Some(error.to_string());
+                            continue;
+                        }
+                    },
                 };
                 let manager = self.pools[i].manager();
-                let role = match self.registry.status(i) {
-                    HostStatus::Up(role) => role,
+                let (role, demoted) = match self.registry.status(i) {
+                    HostStatus::Up(role) => (role, false),
                     // Unknown since the checkout began: ask this
                     // connection, within a check's limit.
                     _ => match tokio::time::timeout_at(
@@ -84,14 +83,7 @@ impl<M: HostBackend> Inner<M> {
                             ));
                             continue;
                         }
-                        Ok(Ok(role)) => {
-                            if self.registry.up(i, role) {
-                                manager.inner.retire_all();
-                                PooledConnection::discard(conn);
-                                continue;
-                            }
-                            role
-                        }
+                        Ok(Ok(role)) => (role, self.registry.up(i, role)),
                         Ok(Err(error)) => {
                             self.registry.down(i, &error);
                             last_error = Some(error.to_string());
@@ -100,12 +92,20 @@ impl<M: HostBackend> Inner<M> {
                         }
                     },
                 };
-                if route::fits(target, role, second_pass) && !manager.inner.is_retired(&conn) {
-                    return Ok(HostConnection {
-                        conn,
-                        host: Arc::clone(&self.registry.hosts[i].addr),
-                        role,
-                    });
+                let retired = manager.inner.is_retired(&conn);
+                match route::handout(target, role, second_pass, demoted, retired) {
+                    Handout::Take => {
+                        return Ok(HostConnection {
+                            conn,
+                            host: Arc::clone(&self.registry.hosts[i].addr),
+                            role,
+                        })
+                    }
+                    Handout::GiveBack => drop(conn),
+                    Handout::RetireHost => {
+                        manager.inner.retire_all();
+                        PooledConnection::discard(conn);
+                    }
                 }
             }
         }

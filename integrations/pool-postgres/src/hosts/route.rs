@@ -1,11 +1,14 @@
 //! The pure core of a host pool: which hosts a checkout tries and in what
-//! order, whether a connection it got fits, what the build waits for, and
-//! what a connect error or a full pool says about a host. No I/O, no clock,
+//! order, what it does with a pool error or a connection it got, what the
+//! build waits for, and what a connect error or a full pool says about a
+//! host. No I/O, no clock,
 //! no randomness of its own (the shuffle is handed in): the
 //! [checkout](super::checkout), [probe](super::probe) and
 //! [builder](super::builder) code acts on these verdicts.
 
-use pool_api::{ErrorClass, PoolState};
+use std::time::Duration;
+
+use pool_api::{ErrorClass, PoolError, PoolState};
 
 use super::role::{HostStatus, LoadBalanceHosts, ServerRole, SessionTarget};
 
@@ -113,6 +116,68 @@ pub(super) fn host_error_class(backend: ErrorClass) -> ErrorClass {
 /// bound allows in use (the host is busy, not unreachable).
 pub(super) fn all_in_use(state: &PoolState) -> bool {
     state.in_use >= state.max_size
+}
+
+/// What a checkout does when host `i`'s pool handed out no connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterPoolError {
+    /// The host pool is closing: the checkout fails with `Closed`.
+    Closed,
+    /// The caller's time is spent: the checkout fails with this host's
+    /// error. `busy`: every connection the host's bound allows was in use
+    /// for this long (the host is busy, not unreachable).
+    GiveUp {
+        /// How long the checkout waited on a host whose bound was full.
+        busy: Option<Duration>,
+    },
+    /// The host failed (a connect error, or a fail-fast one): it is marked
+    /// down and the checkout tries the next host.
+    MarkDownAndTryNext,
+}
+
+/// The verdict on a pool `error` of one host during a checkout.
+pub(super) fn after_pool_error<E>(error: &PoolError<E>) -> AfterPoolError {
+    match error {
+        PoolError::Closed => AfterPoolError::Closed,
+        PoolError::Timeout { waited, state, .. } => AfterPoolError::GiveUp {
+            busy: all_in_use(state).then_some(*waited),
+        },
+        _ => AfterPoolError::MarkDownAndTryNext,
+    }
+}
+
+/// What a checkout does with a connection it got from a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Handout {
+    /// Hand it out.
+    Take,
+    /// Give it back to its pool and try the next host: its role does not
+    /// fit this pass, or it was opened before its host was retired (its
+    /// pool closes it on return).
+    GiveBack,
+    /// The role check found a writable host demoted: every connection of
+    /// the host is retired, this one closed, and the checkout tries the
+    /// next host.
+    RetireHost,
+}
+
+/// The verdict on a connection of a host whose server has `role`: `demoted`
+/// when the role check just made for it found the host demoted, `retired`
+/// when the connection is older than its host's last retirement.
+pub(super) fn handout(
+    target: SessionTarget,
+    role: ServerRole,
+    second_pass: bool,
+    demoted: bool,
+    retired: bool,
+) -> Handout {
+    if demoted {
+        Handout::RetireHost
+    } else if fits(target, role, second_pass) && !retired {
+        Handout::Take
+    } else {
+        Handout::GiveBack
+    }
 }
 
 #[cfg(test)]
@@ -430,5 +495,80 @@ mod tests {
                 prop_assert_eq!(ready == Readiness::Ready, up, "{:?}", statuses);
             }
         }
+    }
+
+    fn timed_out(in_use: u32, max_size: u32) -> PoolError<std::io::Error> {
+        PoolError::Timeout {
+            waited: Duration::from_millis(250),
+            phase: pool_api::TimeoutPhase::Wait,
+            state: state(in_use, max_size),
+            last_error: None,
+            oldest_connect: None,
+            holders: pool_api::HolderSites::default(),
+        }
+    }
+
+    #[test]
+    fn a_pool_error_ends_the_checkout_only_when_closed_or_out_of_time() {
+        assert_eq!(
+            after_pool_error(&PoolError::<std::io::Error>::Closed),
+            AfterPoolError::Closed
+        );
+        assert_eq!(
+            after_pool_error(&timed_out(4, 4)),
+            AfterPoolError::GiveUp {
+                busy: Some(Duration::from_millis(250))
+            }
+        );
+        assert_eq!(
+            after_pool_error(&timed_out(3, 4)),
+            AfterPoolError::GiveUp { busy: None },
+            "a pool with room that timed out is not busy: its host is slow or gone"
+        );
+        let refused = std::io::Error::other("connection refused");
+        assert_eq!(
+            after_pool_error(&PoolError::Backend(refused)),
+            AfterPoolError::MarkDownAndTryNext
+        );
+        let shared = std::sync::Arc::new(std::io::Error::other("connection refused"));
+        assert_eq!(
+            after_pool_error(&PoolError::ConnectFailed(shared)),
+            AfterPoolError::MarkDownAndTryNext
+        );
+    }
+
+    #[test]
+    fn a_demotion_retires_the_host_whatever_the_connection_fits() {
+        for target in TARGETS {
+            for role in [Primary, ReadOnlyPrimary, Standby] {
+                for second_pass in [false, true] {
+                    for retired in [false, true] {
+                        assert_eq!(
+                            handout(target, role, second_pass, true, retired),
+                            Handout::RetireHost
+                        );
+                        let expected = if fits(target, role, second_pass) && !retired {
+                            Handout::Take
+                        } else {
+                            Handout::GiveBack
+                        };
+                        assert_eq!(handout(target, role, second_pass, false, retired), expected);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            handout(SessionTarget::ReadWrite, Primary, false, false, false),
+            Handout::Take
+        );
+        assert_eq!(
+            handout(SessionTarget::ReadWrite, Standby, false, false, false),
+            Handout::GiveBack
+        );
+        assert_eq!(
+            handout(SessionTarget::ReadWrite, Primary, false, false, true),
+            Handout::GiveBack,
+            "a connection older than its host's retirement is never handed out"
+        );
     }
 }
