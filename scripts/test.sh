@@ -6,7 +6,8 @@
 #      crate: no import cycle, leaves below the engine, no two engine files
 #      calling each other, every name the engine's journey cites defined)
 #   2. clippy on every target with every feature but the benches' `peers`
-#      (see below), warnings denied
+#      (see below), warnings denied; then rustdoc on every crate, warnings
+#      denied
 #   3. tests, paused-clock pass: the whole workspace with those features, so
 #      pool-core's `tokio-clock` is on and the tests that drive time with
 #      `start_paused` can (they fail to compile without it, on purpose);
@@ -212,6 +213,11 @@ python3 scripts/import_graph.py
 
 step "clippy (features: $features)"
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings
+
+# The docs of every crate, warnings (broken or private links) denied: the
+# dependencies' metadata is clippy's, so this is rustdoc on our crates only.
+step "rustdoc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$features"
 
 # The ignored tests that are measurements, not checks (run them by hand with
 # --ignored --nocapture): every test whose ignore reason starts with "a
