@@ -226,6 +226,9 @@ pub mod hosts;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 mod pg;
 pub mod pooler;
+// For pool-sqlx's PostgreSQL manager, which runs the same relay; hidden
+// from the docs and not a supported API (the sibling crates require each
+// other's exact version).
 #[doc(hidden)]
 pub mod relay;
 pub mod settings;
