@@ -11,6 +11,8 @@
 # hidden items included (scripts/public_api.py says what is listed and
 # counted). That output needs the nightly toolchain; one that is missing
 # is installed (said loudly), and a failure to install fails this script.
+# The JSON format is pinned, not the nightly: public_api.py refuses a
+# format other than the one it was written for, naming both.
 # It builds in its own target dir (API_TARGET_DIR, default api/ under
 # CARGO_TARGET_DIR, else target/api), so it never invalidates the main
 # build.
@@ -33,6 +35,7 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     fail "could not install the nightly toolchain"
 fi
 
+echo "api_check.sh: $(rustup run nightly rustc --version)"
 export CARGO_TARGET_DIR="${API_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/api}"
 changed=()
 for crate in pool-api pool-core pool-ambient pool-postgres pool-sqlx; do

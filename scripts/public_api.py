@@ -25,6 +25,12 @@ the same from one build to the next on one rustdoc JSON format version.
 import json
 import sys
 
+# The rustdoc JSON format this reader was written for and the listings
+# were made with (nightly 2026-05-19 writes it). Another format is refused
+# with its number rather than read as it comes: a renamed field would read
+# as a changed API, or as none.
+FORMAT_VERSION = 57
+
 ITEM_KINDS = ("struct", "enum", "union", "trait", "function", "type_alias",
               "constant", "static", "macro", "proc_macro", "trait_alias")
 
@@ -298,6 +304,12 @@ def main():
     (path,) = args
     with open(path) as f:
         doc = json.load(f)
+    found = doc.get("format_version")
+    if found != FORMAT_VERSION:
+        sys.exit(f"public_api.py: {path} is rustdoc JSON format {found}, and this "
+                 f"reader knows format {FORMAT_VERSION}: run the check with a "
+                 f"nightly that writes format {FORMAT_VERSION} (2026-05-19 does), "
+                 f"or update this reader and bless the listings")
     api = Api(doc)
     root = api.item(doc["root"])
     api.walk_module(root["name"], doc["root"])
