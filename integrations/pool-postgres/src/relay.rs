@@ -25,7 +25,7 @@
 //! Safety rules, each of which closes the connection (both sides; the
 //! driver sees its connection fail and the pool drops it) rather than guess:
 //!
-//! - A statement is kept until the driver closes it or its `Parse` fails,
+//! - A statement is kept until the driver closes it or its last `Parse` fails,
 //!   never evicted: a `Bind` or `Describe` of a name the relay does not
 //!   hold would run whatever statement of that name the shared server
 //!   session holds, so it is never sent. Memory is bounded by a limit on
@@ -771,7 +771,19 @@ impl Rewriter {
                 };
                 for sent in skipped {
                     if let Sent::Client(name) = sent {
-                        self.statements.remove(&name);
+                        // A later batch (sent, or being written) may parse
+                        // the name again: that `Parse` stands, and the body
+                        // kept is already its own (each `Parse` replaces
+                        // it). Its own error, if it fails, forgets it.
+                        let parsed_again = self
+                            .sent_batches
+                            .iter()
+                            .flatten()
+                            .chain(&self.open_batch)
+                            .any(|later| matches!(later, Sent::Client(n) if *n == name));
+                        if !parsed_again {
+                            self.statements.remove(&name);
+                        }
                     }
                 }
                 self.loaded = None;
@@ -1944,6 +1956,104 @@ mod tests {
         assert_eq!(tags(&back), b"1ZEZ1Z".to_vec());
         assert!(rw.statements.get(b"a").is_some() && rw.statements.get(b"d").is_some());
         assert!(rw.statements.get(b"b").is_none() && rw.statements.get(b"c").is_none());
+    }
+
+    #[test]
+    fn a_name_parsed_again_behind_its_failed_parse_stays_held() {
+        let mut rw = logged_in();
+        // Pipelined: the second batch parses "s1" again before the first
+        // batch's Parse of it has failed.
+        up(&mut rw, &[parse("s1", "SELEC 1"), sync()]);
+        up(
+            &mut rw,
+            &[parse("s1", "SELECT 2"), bind("s1"), execute(), sync()],
+        );
+        let error = msg(b'E', &[b"SERROR\0\0"]);
+        let back = down(
+            &mut rw,
+            &[
+                error.clone(),
+                ready(b'I'),
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                ready(b'I'),
+            ],
+        );
+        assert_eq!(
+            back,
+            [
+                error,
+                ready(b'I'),
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                ready(b'I'),
+            ]
+            .concat()
+        );
+        // The second batch's Parse stands: a third batch binds "s1", parsed
+        // again by the body that stands, never by its name.
+        let mut out = Vec::new();
+        rw.client_bytes(&[bind("s1"), execute(), sync()].concat(), &mut out)
+            .expect("s1 is held");
+        let sent = messages(&out);
+        assert_eq!(sent[0], (b'P', b"\0SELECT 2\0\0\0".to_vec()));
+        assert_eq!(tags(&out), b"PBES".to_vec());
+        assert!(!names(&out, "s1"), "{sent:?}");
+        let back = down(
+            &mut rw,
+            &[
+                parse_complete(),
+                bind_complete(),
+                command_complete("SELECT 1"),
+                ready(b'I'),
+            ],
+        );
+        assert_eq!(tags(&back), b"2CZ".to_vec());
+    }
+
+    #[test]
+    fn a_name_parsed_again_inside_its_failed_batch_is_forgotten() {
+        let mut rw = logged_in();
+        // The second Parse of "s1" follows the failing one in the same
+        // batch: the server skipped it, so "s1" is held by nobody.
+        up(
+            &mut rw,
+            &[
+                parse("s1", "SELEC 1"),
+                parse("s1", "SELECT 2"),
+                bind("s1"),
+                execute(),
+                sync(),
+            ],
+        );
+        let error = msg(b'E', &[b"SERROR\0\0"]);
+        let back = down(&mut rw, &[error.clone(), ready(b'I')]);
+        assert_eq!(back, [error, ready(b'I')].concat());
+        assert_eq!(rw.statements.len(), 0);
+        let mut out = Vec::new();
+        let refused = rw.client_bytes(&[bind("s1"), sync()].concat(), &mut out);
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(!names(&out, "s1"), "{out:?}");
+    }
+
+    #[test]
+    fn a_later_parse_that_fails_too_forgets_the_name() {
+        let mut rw = logged_in();
+        // Both pipelined Parses of "s1" fail: after the second error
+        // nothing holds it.
+        up(&mut rw, &[parse("s1", "SELEC 1"), sync()]);
+        up(&mut rw, &[parse("s1", "SELEC 2"), sync()]);
+        let error = msg(b'E', &[b"SERROR\0\0"]);
+        down(&mut rw, &[error.clone(), ready(b'I')]);
+        assert_eq!(rw.statements.len(), 1, "the second Parse is pending");
+        down(&mut rw, &[error, ready(b'I')]);
+        assert_eq!(rw.statements.len(), 0);
+        let mut out = Vec::new();
+        assert!(rw
+            .client_bytes(&[bind("s1"), sync()].concat(), &mut out)
+            .is_err());
     }
 
     fn query(sql: &str) -> Vec<u8> {
