@@ -149,8 +149,9 @@ impl Upstream {
     }
 }
 
-/// Where a driver's options point, for [`Relay::start`]: a socket directory
-/// (given, or as the host) holds `.s.PGSQL.<port>`.
+/// Where a driver's options point, for
+/// [`Relay::start`](crate::relay::Relay::start): a socket directory (given,
+/// or as the host) holds `.s.PGSQL.<port>`.
 #[doc(hidden)]
 pub fn upstream(socket_dir: Option<&Path>, host: &str, port: u16) -> Upstream {
     match socket_dir {
