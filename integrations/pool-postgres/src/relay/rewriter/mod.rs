@@ -11,6 +11,8 @@ use crate::pooler::SessionStatement;
 use client::Framing;
 
 mod client;
+#[cfg(test)]
+mod proptests;
 mod server;
 #[cfg(test)]
 mod tests;
