@@ -158,7 +158,8 @@ impl Relay {
 }
 
 /// Logs how a relay ended: at `WARN` when it closed the connection itself
-/// (see [`Broken`](super::wire::Broken)), at `DEBUG` for an I/O error of either side.
+/// (see [`Broken`](super::wire::Broken)), at `DEBUG` for an I/O error of
+/// either side.
 fn log_end(ended: io::Result<()>) {
     match ended {
         Ok(()) => {}
@@ -267,4 +268,130 @@ where
             | futures_util::future::Either::Right((done, _)) => done,
         };
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::relay::testing::{messages, msg, parse, parse_complete, ready, sync};
+
+    /// A startup packet for user `u`.
+    fn startup() -> Vec<u8> {
+        let body: &[u8] = b"\0\x03\0\0user\0u\0\0";
+        let len = u32::try_from(4 + body.len()).expect("fits");
+        [&len.to_be_bytes()[..], body].concat()
+    }
+
+    /// Runs a test's I/O within a bound: a wait that never ends fails.
+    async fn within<F: std::future::Future>(test: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(10), test)
+            .await
+            .expect("the test's I/O finished in time")
+    }
+
+    #[tokio::test]
+    async fn the_relay_loop_refuses_tls_passes_the_login_and_rewrites_after_it() {
+        within(async {
+            let (mut driver, client) = tokio::io::duplex(64 * 1024);
+            let (server, mut pooler) = tokio::io::duplex(64 * 1024);
+            let relay = tokio::spawn(relay_with(client, server, Rewriter::default()));
+            driver
+                .write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
+                .await
+                .expect("ssl request");
+            let mut no = [0; 1];
+            driver.read_exact(&mut no).await.expect("answer");
+            assert_eq!(&no, b"N");
+            driver.write_all(&startup()).await.expect("startup");
+            let mut got = vec![0; startup().len()];
+            pooler.read_exact(&mut got).await.expect("startup read");
+            assert_eq!(got, startup(), "the SSLRequest never reached the pooler");
+            pooler.write_all(&ready(b'I')).await.expect("login");
+            let mut back = [0; 6];
+            driver.read_exact(&mut back).await.expect("login read");
+            assert_eq!(back[..], ready(b'I'));
+
+            driver
+                .write_all(&[parse("s1", "SELECT 1"), sync()].concat())
+                .await
+                .expect("parse");
+            let want = [msg(b'P', &[b"\0SELECT 1\0", &[0, 0]]), sync()].concat();
+            let mut got = vec![0; want.len()];
+            pooler.read_exact(&mut got).await.expect("parse read");
+            assert_eq!(got, want);
+            pooler
+                .write_all(&[parse_complete(), ready(b'I')].concat())
+                .await
+                .expect("reply");
+            let mut back = vec![0; 11];
+            driver.read_exact(&mut back).await.expect("reply read");
+            assert_eq!(messages(&back).len(), 2);
+
+            // The driver closing ends the relay, and the pooler's side with it.
+            drop(driver);
+            relay.await.expect("relay task").expect("a clean end");
+            let mut rest = Vec::new();
+            pooler.read_to_end(&mut rest).await.expect("closed");
+            assert!(rest.is_empty(), "{rest:?}");
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_relay_loop_fails_on_a_reply_it_cannot_place() {
+        within(async {
+            let (mut driver, client) = tokio::io::duplex(1024);
+            let (server, mut pooler) = tokio::io::duplex(1024);
+            let relay = tokio::spawn(relay_with(client, server, Rewriter::default()));
+            driver.write_all(&startup()).await.expect("startup");
+            let mut got = vec![0; startup().len()];
+            pooler.read_exact(&mut got).await.expect("startup read");
+            pooler
+                .write_all(&[ready(b'I'), parse_complete()].concat())
+                .await
+                .expect("stray reply");
+            let error = relay.await.expect("relay task").expect_err("broken");
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_startup_packet_of_a_bad_length_ends_the_relay() {
+        within(async {
+            let (mut driver, client) = tokio::io::duplex(1024);
+            let (server, _pooler) = tokio::io::duplex(1024);
+            let relay = tokio::spawn(relay_with(client, server, Rewriter::default()));
+            driver.write_all(&[0, 0, 0, 4]).await.expect("bad length");
+            let error = relay.await.expect("relay task").expect_err("refused");
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_cancel_request_passes_unread() {
+        within(async {
+            let (mut driver, client) = tokio::io::duplex(1024);
+            let (server, mut pooler) = tokio::io::duplex(1024);
+            let relay = tokio::spawn(relay_with(client, server, Rewriter::default()));
+            let cancel = [0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e, 0, 0, 0, 7, 0, 0, 0, 9];
+            driver.write_all(&cancel).await.expect("cancel");
+            let mut got = [0; 16];
+            pooler.read_exact(&mut got).await.expect("cancel read");
+            assert_eq!(got, cancel);
+            // Whatever follows is not framed: bytes that would break the
+            // rewriter pass as they are.
+            driver.write_all(&[b'1', 0, 0, 0, 1]).await.expect("raw");
+            let mut raw = [0; 5];
+            pooler.read_exact(&mut raw).await.expect("raw read");
+            assert_eq!(raw, [b'1', 0, 0, 0, 1]);
+            drop(driver);
+            drop(pooler);
+            relay.await.expect("relay task").expect("a clean end");
+        })
+        .await;
+    }
 }
