@@ -175,6 +175,7 @@ impl Replies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::wire::write_message;
 
     /// Drops `X`, reads the status of `Z`, owes `added` before an `A`.
     #[derive(Default)]
@@ -216,7 +217,7 @@ mod tests {
 
     fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        super::super::wire::write_message(&mut out, tag, &[body]);
+        write_message(&mut out, tag, &[body]);
         out
     }
 
