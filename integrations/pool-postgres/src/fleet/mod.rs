@@ -411,43 +411,6 @@ impl fmt::Display for FleetBudgetConfigError {
 
 impl Error for FleetBudgetConfigError {}
 
-/// A manager's `fleet_budget` setter: the new budget, unless a fair share
-/// interval was set before any budget (that error stays, for `validate`).
-#[doc(hidden)]
-pub fn set_budget(
-    current: Option<Result<FleetBudget, FleetBudgetConfigError>>,
-    name: &str,
-    total: u32,
-) -> Option<Result<FleetBudget, FleetBudgetConfigError>> {
-    match current {
-        Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget)) => {
-            Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget))
-        }
-        _ => Some(FleetBudget::new(name, total)),
-    }
-}
-
-/// A manager's `fleet_share_interval` setter, on what `fleet_budget` set.
-#[doc(hidden)]
-pub fn set_share_interval(
-    current: Option<Result<FleetBudget, FleetBudgetConfigError>>,
-    interval: Option<Duration>,
-) -> Result<FleetBudget, FleetBudgetConfigError> {
-    match current {
-        None => Err(FleetBudgetConfigError::ShareIntervalWithoutBudget),
-        Some(budget) => budget?.with_share_interval(interval),
-    }
-}
-
-/// The fair share state for what the setters left: a valid budget with
-/// fair share on.
-#[doc(hidden)]
-pub fn share_of(
-    budget: Option<&Result<FleetBudget, FleetBudgetConfigError>>,
-) -> Option<Arc<FleetShare>> {
-    FleetShare::new(budget?.as_ref().ok()?)
-}
-
 pub(crate) use share::decide;
 pub use share::fair_share;
 
@@ -1156,26 +1119,6 @@ mod tests {
         let off = budget.clone().with_share_interval(None).expect("off");
         assert!(FleetShare::new(&off).is_none());
         assert!(FleetShare::new(&budget).is_some());
-        // The managers' setters, in either order.
-        assert_eq!(
-            set_share_interval(None, Some(Duration::from_secs(1))),
-            Err(FleetBudgetConfigError::ShareIntervalWithoutBudget)
-        );
-        let early = Some(set_share_interval(None, None));
-        assert_eq!(
-            set_budget(early, "x", 3),
-            Some(Err(FleetBudgetConfigError::ShareIntervalWithoutBudget))
-        );
-        let late = set_share_interval(set_budget(None, "x", 3), Some(Duration::from_millis(5)));
-        assert_eq!(
-            late.map(|b| b.share_interval()),
-            Ok(Some(Duration::from_millis(5)))
-        );
-        assert_eq!(
-            set_share_interval(set_budget(None, "", 3), None),
-            Err(FleetBudgetConfigError::EmptyName)
-        );
-        assert!(share_of(Some(&Err(FleetBudgetConfigError::ZeroTotal))).is_none());
         for e in [
             FleetBudgetConfigError::ZeroShareInterval,
             FleetBudgetConfigError::ShareIntervalWithoutBudget,
