@@ -257,16 +257,26 @@ mod tests {
 
     #[test]
     fn a_share_interval_before_any_budget_stays_an_error() {
-        let mut settings = PgSettings::default();
-        settings.set_fleet_share_interval(Some(Duration::from_millis(500)));
-        settings.set_fleet_budget("shop-api", 8);
-        assert_eq!(
-            settings.check(),
-            Err(PgSettingsError::FleetBudget(
-                FleetBudgetConfigError::ShareIntervalWithoutBudget
-            ))
-        );
-        assert!(settings.share().is_none());
+        // Turning fair share off (`None`) before any budget is the same
+        // mistake as setting an interval: there is nothing to apply it to.
+        for interval in [Some(Duration::from_millis(500)), None] {
+            let mut settings = PgSettings::default();
+            settings.set_fleet_share_interval(interval);
+            assert_eq!(
+                settings.check(),
+                Err(PgSettingsError::FleetBudget(
+                    FleetBudgetConfigError::ShareIntervalWithoutBudget
+                ))
+            );
+            settings.set_fleet_budget("shop-api", 8);
+            assert_eq!(
+                settings.check(),
+                Err(PgSettingsError::FleetBudget(
+                    FleetBudgetConfigError::ShareIntervalWithoutBudget
+                ))
+            );
+            assert!(settings.share().is_none());
+        }
     }
 
     #[test]
@@ -289,6 +299,12 @@ mod tests {
         let mut zero = PgSettings::default();
         zero.set_fleet_budget("shop-api", 0);
         assert!(zero.share().is_none() && zero.fleet_budget().is_none());
+        assert_eq!(
+            zero.check(),
+            Err(PgSettingsError::FleetBudget(
+                FleetBudgetConfigError::ZeroTotal
+            ))
+        );
     }
 
     #[test]

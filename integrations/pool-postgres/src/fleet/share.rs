@@ -1,7 +1,8 @@
 //! The fair share arithmetic of a fleet budget: each live instance's
-//! guaranteed share and what one recheck decides from what it read. Pure:
-//! no I/O, no clock, no runtime; the control session in the parent module
-//! feeds it the counts it read.
+//! guaranteed share, what one recheck decides from what it read, and what
+//! a control session's join decides from its answers. Pure: no I/O, no
+//! clock, no runtime; the control task (`control.rs`) feeds it the rows
+//! it read.
 
 /// The tickets each of `members` live instances of a budget of `total` is
 /// guaranteed: `floor(total / members)` (all of `total` for one instance,
@@ -53,6 +54,70 @@ pub(crate) fn decide(
     }
 }
 
+/// What one count on `pg_locks` tells, knocks included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Live instances: those holding a member lock, and those knocking.
+    pub(crate) members: u32,
+    /// Another instance holds its wanting lock, or knocks.
+    pub(crate) others_want: bool,
+    /// Every instance that knocked lately holds its member lock now: none
+    /// of them is to be counted again should it leave.
+    pub(crate) all_in: bool,
+}
+
+/// Counts the instances from the count's columns: `joined` member locks,
+/// `others` wanting locks of other sessions, and `knocked_in` of the
+/// `knocking` ids heard lately that hold a member lock now. An instance
+/// still knocking is a member outside, and it wants.
+pub(crate) fn tally(joined: u32, others: u32, knocking: u32, knocked_in: u32) -> Tally {
+    let knocking = knocking.saturating_sub(knocked_in);
+    Tally {
+        members: joined.saturating_add(knocking),
+        others_want: others > 0 || knocking > 0,
+        all_in: knocking == 0,
+    }
+}
+
+/// What a control session's join comes to, from its answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Join {
+    /// No ticket free: knock, and close the session (a session outside
+    /// the budget never stays open).
+    Knock,
+    /// A ticket taken: try the member lock next.
+    Ticket,
+    /// The member lock is held by another instance that drew the same id:
+    /// draw again, and close the session (its ticket with it).
+    Redraw,
+    /// Ticket and member lock held: listen for knocks, and count the
+    /// control session's ticket; `pid` is its backend's (0 when unknown).
+    Joined { pid: i32 },
+}
+
+impl Join {
+    /// After the join query's row: (ticket or `-1`, backend pid).
+    pub(crate) fn after_ticket(row: &[i64]) -> Self {
+        if row.first().copied().unwrap_or(-1) < 0 {
+            Self::Knock
+        } else {
+            Self::Ticket
+        }
+    }
+
+    /// After the member lock's answer (`1`: taken), on a session whose
+    /// join query returned `ticket_row`.
+    pub(crate) fn after_member(ticket_row: &[i64], member_row: &[i64]) -> Self {
+        if member_row.first() != Some(&1) {
+            return Self::Redraw;
+        }
+        let pid = ticket_row.get(1).and_then(|&p| i32::try_from(p).ok());
+        Self::Joined {
+            pid: pid.unwrap_or(0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +129,49 @@ mod tests {
         assert_eq!(fair_share(20, 1), 20);
         assert_eq!(fair_share(20, 0), 20);
         assert_eq!(fair_share(3, 4), 0);
+    }
+
+    #[test]
+    fn knockers_count_as_wanting_members_until_they_are_in() {
+        // Nobody knocking: the members are the member locks.
+        assert_eq!(
+            tally(4, 0, 0, 0),
+            Tally {
+                members: 4,
+                others_want: false,
+                all_in: true
+            }
+        );
+        // Two heard, one of them in already (counted by its lock).
+        assert_eq!(
+            tally(4, 0, 2, 1),
+            Tally {
+                members: 5,
+                others_want: true,
+                all_in: false
+            }
+        );
+        // Both in: counted once each, nobody wants.
+        assert_eq!(tally(6, 0, 2, 2).members, 6);
+        assert!(tally(6, 0, 2, 2).all_in && !tally(6, 0, 2, 2).others_want);
+        // A wanting lock of another instance is want enough.
+        assert!(tally(3, 1, 0, 0).others_want);
+    }
+
+    #[test]
+    fn a_join_knocks_without_a_ticket_and_redraws_on_a_taken_id() {
+        assert_eq!(Join::after_ticket(&[-1, 42]), Join::Knock);
+        assert_eq!(Join::after_ticket(&[]), Join::Knock, "no row: no ticket");
+        assert_eq!(Join::after_ticket(&[0, 42]), Join::Ticket);
+        assert_eq!(Join::after_member(&[2, 42], &[0]), Join::Redraw);
+        assert_eq!(Join::after_member(&[2, 42], &[]), Join::Redraw);
+        assert_eq!(Join::after_member(&[2, 42], &[1]), Join::Joined { pid: 42 });
+        // A pid that does not fit (or is missing) is 0: none known.
+        assert_eq!(
+            Join::after_member(&[2, i64::MAX], &[1]),
+            Join::Joined { pid: 0 }
+        );
+        assert_eq!(Join::after_member(&[2], &[1]), Join::Joined { pid: 0 });
     }
 
     #[test]
