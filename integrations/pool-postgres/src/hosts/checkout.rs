@@ -1,4 +1,4 @@
-//! The I/O of a checkout: trying the hosts [`route`](super::route)
+//! The I/O of a checkout: trying the hosts [`route`]
 //! orders, and what each connect or role check tells the registry.
 
 use std::panic::Location;

@@ -32,7 +32,7 @@ impl PgClient {
     /// where a cached named statement would outlive its transaction (query
     /// with the text instead). A relayed connection, and every connection
     /// whose statements pass through, caches statements as in
-    /// [`PoolerMode::Session`](crate::PoolerMode::Session).
+    /// [`PoolerMode::Session`].
     /// [`PgError::SessionStateBehindPooler`]: behind a transaction-mode
     /// pooler, the text sets session state.
     ///
