@@ -15,7 +15,7 @@ use super::stream::Rewriting;
 #[cfg(feature = "tokio-postgres")]
 use super::upstream::Keepalive;
 use super::upstream::{ServerStream, Upstream};
-use super::wire::{CANCEL_REQUEST, GSSENC_REQUEST, MAX_STARTUP, SSL_REQUEST};
+use super::wire::{Broken, CANCEL_REQUEST, GSSENC_REQUEST, MAX_STARTUP, SSL_REQUEST};
 use super::OpenRelay;
 
 /// Bytes read at a time from either side.
@@ -220,44 +220,18 @@ where
     let rewriter = Mutex::new(rewriter);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut server_read, mut server_write) = tokio::io::split(server);
-    let upstream = async {
-        let mut buf = vec![0_u8; READ_CHUNK];
-        let mut out = Vec::with_capacity(READ_CHUNK);
-        loop {
-            let n = client_read.read(&mut buf).await?;
-            if n == 0 {
-                server_write.shutdown().await?;
-                return Ok::<_, io::Error>(());
-            }
-            out.clear();
-            rewriter
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .client_bytes(&buf[..n], &mut out)?;
-            if !out.is_empty() {
-                server_write.write_all(&out).await?;
-            }
-        }
-    };
-    let downstream = async {
-        let mut buf = vec![0_u8; READ_CHUNK];
-        let mut out = Vec::with_capacity(READ_CHUNK);
-        loop {
-            let n = server_read.read(&mut buf).await?;
-            if n == 0 {
-                client_write.shutdown().await?;
-                return Ok::<_, io::Error>(());
-            }
-            out.clear();
-            rewriter
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .server_bytes(&buf[..n], &mut out)?;
-            if !out.is_empty() {
-                client_write.write_all(&out).await?;
-            }
-        }
-    };
+    let upstream = pump(&mut client_read, &mut server_write, |input, out| {
+        rewriter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .client_bytes(input, out)
+    });
+    let downstream = pump(&mut server_read, &mut client_write, |input, out| {
+        rewriter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .server_bytes(input, out)
+    });
     // Either side closing ends the relay; the other side's socket closes as
     // its half is dropped here.
     let done =
@@ -268,6 +242,32 @@ where
             | futures_util::future::Either::Right((done, _)) => done,
         };
     done
+}
+
+/// Relays one direction until `from` ends (then shuts `to` down), each
+/// read passed through `rewrite` and what it leaves written on.
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    mut rewrite: impl FnMut(&[u8], &mut Vec<u8>) -> Result<(), Broken>,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0_u8; READ_CHUNK];
+    let mut out = Vec::with_capacity(READ_CHUNK);
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        out.clear();
+        rewrite(&buf[..n], &mut out)?;
+        if !out.is_empty() {
+            to.write_all(&out).await?;
+        }
+    }
 }
 
 #[cfg(test)]
