@@ -26,7 +26,8 @@ import json
 import sys
 
 # The rustdoc JSON format this reader was written for and the listings
-# were made with (nightly 2026-05-19 writes it). Another format is refused
+# were made with (the stable rustdoc 1.95 writes it, and so does nightly
+# 2026-05-19). Another format is refused
 # with its number rather than read as it comes: a renamed field would read
 # as a changed API, or as none.
 FORMAT_VERSION = 57
@@ -308,7 +309,7 @@ def main():
     if found != FORMAT_VERSION:
         sys.exit(f"public_api.py: {path} is rustdoc JSON format {found}, and this "
                  f"reader knows format {FORMAT_VERSION}: run the check with a "
-                 f"nightly that writes format {FORMAT_VERSION} (2026-05-19 does), "
+                 f"toolchain that writes format {FORMAT_VERSION} (1.95 does), "
                  f"or update this reader and bless the listings")
     api = Api(doc)
     root = api.item(doc["root"])
