@@ -22,8 +22,20 @@
 # (stable reads a lock that nightly wrote). Needs the nightly toolchain for
 # the resolution only: it is installed with rustup if missing (said
 # loudly), and a failure to install fails this script.
+#
+#   scripts/min_versions.sh            # resolve, build, run the unit tests
+#   scripts/min_versions.sh --no-run   # resolve and build only (the test
+#                                      # command builds beside its other
+#                                      # tests, and runs these on their own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+run=()
+case "${1:-}" in
+  "") ;;
+  --no-run) run=(--no-run) ;;
+  *) echo "min_versions.sh: unknown argument: $1 (the one known is --no-run)" >&2; exit 2 ;;
+esac
 
 fail() {
   echo "min_versions.sh: FAILED: $*" >&2
@@ -66,7 +78,7 @@ echo "min_versions.sh: the library crates' direct dependencies at their floors:"
 cargo tree --locked -p pool-api -p pool-core -p pool-ambient -p pool-postgres -p pool-sqlx --all-features -e normal,build,dev --depth 1 --prefix none |
   sed -E 's/ \(.*//' | grep -Ev '^(pool-|$)' | sort -u | paste -sd ' ' | fold -s -w 100 | sed 's/ *$//; s/^/  /'
 
-CARGO_TARGET_DIR=$dir cargo test --locked -p pool-api -p pool-core -p pool-ambient -p pool-postgres -p pool-sqlx --all-features --lib ||
+CARGO_TARGET_DIR=$dir cargo test --locked -p pool-api -p pool-core -p pool-ambient -p pool-postgres -p pool-sqlx --all-features --lib "${run[@]}" ||
   fail "a library crate does not build or pass its unit tests with its direct dependencies at their floors:" \
     "raise the requirement of the dependency that the errors above point at (the versions picked are" \
     "listed above; the lock is $copy/Cargo.lock)"

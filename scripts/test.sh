@@ -10,41 +10,44 @@
 #      denied
 #   3. tests, paused-clock pass: the whole workspace with those features, so
 #      pool-core's `tokio-clock` is on and the tests that drive time with
-#      `start_paused` can (they fail to compile without it, on purpose);
-#      then the doc tests, then README.md's dependency blocks, each in a new
-#      crate outside the workspace (scripts/readme_deps.sh: about a minute of
-#      CPU the first time, seconds after). The example programs are not
+#      `start_paused` can (they fail to compile without it, on purpose).
+#      Built, then run in the background while steps 4 to 9 run beside it
+#      at low priority (see that step). The example programs are not
 #      linked here: clippy has checked them, and their smoke tests live in
-#      the examples crate's library. Without the database URLs, the tests
-#      that need only initdb run next in a pass of their own, when initdb
-#      is there.
-#   4. tests, production-clock pass: pool-core without `tokio-clock`, so
-#      the CPU-counter clock (quanta) is compiled and exercised (its unit
-#      tests and the engine tests that run on real time, the stress test
-#      among them)
-#   5. the loom models of the lock-free parts, every schedule with up to
+#      the examples crate's library.
+#   4. the loom models of the lock-free parts, every schedule with up to
 #      four preemptions (LOOM_MAX_PREEMPTIONS; see that step)
-#   6. Miri over the unsafe unit tests (scripts/miri.sh)
-#   7. the dependency floors (scripts/min_versions.sh): every direct
+#   5. Miri over the unsafe unit tests (scripts/miri.sh)
+#   6. the public API of the library crates against the listings checked
+#      in (scripts/api_check.sh; rustdoc's JSON output)
+#   7. the doc tests, then README.md's dependency blocks, each in a new
+#      crate outside the workspace (scripts/readme_deps.sh)
+#   8. each library crate alone, with no feature and with each of its
+#      features (scripts/feature_check.sh)
+#   9. the dependency floors, built (scripts/min_versions.sh): every direct
 #      dependency resolved to the lowest version its requirement allows,
-#      then pool-api and pool-core built with every feature and their unit
-#      tests run, so each declared floor is one that builds
-#   8. the public API of pool-api and pool-core against the listings
-#      checked in (scripts/api_check.sh; nightly rustdoc's JSON output)
+#      then the library crates built with every feature; then the
+#      production-clock pass built: pool-core without `tokio-clock`, so the
+#      CPU-counter clock (quanta) is compiled and exercised
+#  10. once the background pass has ended: without the database URLs, the
+#      tests that need only initdb, in a pass of their own when initdb is
+#      there; the production-clock pass (its unit tests and the engine
+#      tests that run on real time, the stress test among them); the
+#      floors' unit tests, so each declared floor builds and passes
 #
 # Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once,
 # with `debug = "limited"` for our crates (frames and lines for backtraces,
 # which the leak tests read, without the types and variables a debugger
 # shows; Cargo.toml keeps full debug info for a developer's own builds).
-# Pass 4 selects only pool-core with its default features, so sqlx (0.9 and
+# The production-clock pass selects only pool-core with its default features, so sqlx (0.9 and
 # 0.8) is not built again with other features, nor at all: only pool-core's
 # dependencies, its unit tests and the engine test binary are compiled a
 # second time, in the same debug profile (an optimised build of them cost
 # CI about 50 s more). Loom and Miri build in target dirs of their own
 # (loom/ and miri/ under the target dir) so they never invalidate the main
 # build. The floor check builds in minimal/ under the target dir too: one
-# more build of the two library crates' dependencies, at their lowest
-# versions (the examples and benches are resolved, not built).
+# more build of the library crates' dependencies, at their lowest versions
+# (the examples and benches are resolved, not built).
 #
 # The benchmark peers stay out: every pass that used to say `--all-features`
 # names every feature of every workspace member instead (read from their
@@ -91,9 +94,15 @@ export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-limited}
 target_dir=${CARGO_TARGET_DIR:-target}
 
 started=$SECONDS
+# The CPU seconds (user and system) of the commands that have ended so far,
+# shown with each step's wall-clock time: on 2 cores the run is bounded by
+# CPU, so a change that grows its cost shows up here first.
+cpu_seconds() {
+  times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%d", s }'
+}
 step() {
   echo
-  echo "==> [$((SECONDS - started))s] $*"
+  echo "==> [$((SECONDS - started))s, $(cpu_seconds) cpu-s] $*"
 }
 
 in_ci=false
@@ -103,7 +112,16 @@ if [[ -n "${CI:-}" && "${CI}" != "false" && "${CI}" != "0" ]]; then in_ci=true; 
 # initdb pass's, whose tests the paused-clock pass counted as ignored.
 log=$(mktemp)
 ran_alone=$(mktemp)
-trap 'rm -f "$log" "$ran_alone"' EXIT
+background_log=$(mktemp)
+background_status=$(mktemp)
+background_pid=
+stop_background() {
+  if [[ -n $background_pid ]] && kill -0 "$background_pid" 2>/dev/null; then
+    pkill -TERM -P "$background_pid" 2>/dev/null || true
+    kill "$background_pid" 2>/dev/null || true
+  fi
+}
+trap 'stop_background; rm -f "$log" "$ran_alone" "$background_log" "$background_status"' EXIT
 failed_passes=()
 
 # Runs a test pass, its output shown and kept in the log named first; a
@@ -192,17 +210,7 @@ else
   echo "####################################################################"
 fi
 
-# package/feature for every feature of every member but `default` and
-# pool-benches' `peers`, comma-separated: the `[features]` tables' keys.
-workspace_features() {
-  local member name
-  for member in $(sed -n 's/^members = \[\(.*\)\]/\1/p' Cargo.toml | tr -d '",'); do
-    name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$member/Cargo.toml" | head -n1)
-    awk '/^\[/ { on = ($0 == "[features]") } on && /^[A-Za-z0-9_-]+ *=/ { sub(/ *=.*/, ""); print }' \
-      "$member/Cargo.toml" | grep -vx 'default' | sed "s|^|$name/|"
-  done | grep -vx 'pool-benches/peers' | paste -sd, -
-}
-features=$(workspace_features)
+features=$(scripts/workspace_features.sh)
 [[ -n $features ]] || { echo "test.sh: FAILED: no workspace features read" >&2; exit 1; }
 
 step "rustfmt"
@@ -265,15 +273,88 @@ if [[ ${#ignored_args[@]} -gt 0 ]]; then
   fi
 fi
 
-step "tests, paused clock (every crate, every feature but the benchmark peers)"
-tests "$log" "tests, paused clock" \
-  cargo test --workspace --features "$features" --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}"
+# The paused-clock pass is built first, then run in the background: its
+# tests spend most of their time waiting on the databases, their own
+# clusters and proxies, and timeouts, so the builds that come next (loom,
+# Miri, the docs, each crate alone, the floors; all deterministic, none
+# timing anything) run beside it under `nice -n 19`, on the CPU the tests
+# leave idle, and the tests keep the priority they would have alone. What
+# times anything on real time (the production-clock pass, the floors' unit
+# tests, the initdb pass) runs after the background pass has ended. Cargo
+# holds its build lock only while it builds, so the builds beside it share
+# the target dir; the background pass's output is shown when it ends.
+step "tests, paused clock: build (every crate, every feature but the benchmark peers)"
+if cargo test --workspace --features "$features" --tests --no-run; then
+  step "tests, paused clock: running in the background (output when they end); the next steps run beside them at low priority"
+  (
+    status=0
+    cargo test --workspace --features "$features" --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}" \
+      >"$background_log" 2>&1 || status=$?
+    echo "$status" >"$background_status"
+  ) &
+  background_pid=$!
+else
+  failed_passes+=("tests, paused clock (build)")
+fi
+low() { nice -n 19 "$@"; }
+
+step "loom models"
+# Loom swaps std's atomics and mutexes for its model checker's; it needs its
+# own build (different cfg), kept apart so the main build stays cached.
+# The search is bounded at four preemptions per schedule (a caller's value
+# wins): the models then take about 7 s instead of about 56 s, two of them
+# 18-20 s each unbounded. Each of three bugs put in by hand is caught at
+# two, three and four preemptions alike: the Release that publishes a
+# handed-over connection made Relaxed (six models fail), the SeqCst fence
+# between a slot's free and `close` removed (one, as unbounded), the one
+# between a park and a queuing caller removed (four). Run them unbounded
+# by hand with the command in pool-core/src/engine/loom_tests.rs.
+LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-$target_dir/loom}" \
+  tests "$log" "loom models" \
+  low cargo test -p pool-core --no-default-features --lib --release -- loom
+
+step "Miri"
+MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" low scripts/miri.sh
+
+step "public API (against each library crate's public-api.txt)"
+# A change to the public API fails here until the listing is updated
+# (scripts/api_check.sh --bless), so it shows as a diff in review.
+tests "$log" "public API" low scripts/api_check.sh
+
 step "doc tests (every crate, every feature but the benchmark peers)"
 tests "$log" "doc tests" \
-  cargo test --workspace --features "$features" --no-fail-fast --doc
+  low cargo test --workspace --features "$features" --no-fail-fast --doc
 
 step "README dependency blocks (a new crate per block, outside the workspace)"
-scripts/readme_deps.sh || failed_passes+=("README dependency blocks")
+low scripts/readme_deps.sh || failed_passes+=("README dependency blocks")
+
+step "each library crate alone, with each of its features"
+# `cargo check -p CRATE --no-default-features --features F` per feature
+# (feature sets the main build never uses: their own artifacts, beside it).
+tests "$log" "crates alone" low scripts/feature_check.sh
+
+step "dependency floors: build (direct dependencies at their lowest versions)"
+# A requirement below what the code uses (a method a later patch release
+# added) fails here rather than in a user's build locked at that release.
+# Built here, its unit tests run once the background pass has ended.
+export MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}"
+failed_before=${#failed_passes[@]}
+tests "$log" "dependency floors (build)" low scripts/min_versions.sh --no-run
+floors_built=true
+((${#failed_passes[@]} == failed_before)) || floors_built=false
+
+step "tests, production clock: build (pool-core without tokio-clock)"
+tests "$log" "tests, production clock (build)" \
+  low cargo test -p pool-core --lib --test engine --no-run
+
+if [[ -n $background_pid ]]; then
+  step "tests, paused clock: waiting for the background run"
+  wait "$background_pid" || true
+  background_pid=
+  tee -a "$log" <"$background_log"
+  if [[ "$(cat "$background_status")" != 0 ]]; then failed_passes+=("tests, paused clock"); fi
+fi
 
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
@@ -321,44 +402,14 @@ step "tests, production clock (pool-core without tokio-clock)"
 # The engine's tests that run on real time (no `start_paused`); the
 # modules on the paused clock are left out of this build. The stress test
 # (tests/engine/stress.rs, everything at once for a bounded time) runs here
-# on the production clock and in pass 3 on tokio's.
+# on the production clock and in the paused-clock pass on tokio's.
 tests "$log" "tests, production clock" \
   cargo test -p pool-core --no-fail-fast --lib --test engine
 
-step "loom models"
-# Loom swaps std's atomics and mutexes for its model checker's; it needs its
-# own build (different cfg), kept apart so the main build stays cached.
-# The search is bounded at four preemptions per schedule (a caller's value
-# wins): the models then take about 7 s instead of about 56 s, two of them
-# 18-20 s each unbounded. Each of three bugs put in by hand is caught at
-# two, three and four preemptions alike: the Release that publishes a
-# handed-over connection made Relaxed (six models fail), the SeqCst fence
-# between a slot's free and `close` removed (one, as unbounded), the one
-# between a park and a queuing caller removed (four). Run them unbounded
-# by hand with the command in pool-core/src/engine/loom_tests.rs.
-LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-$target_dir/loom}" \
-  tests "$log" "loom models" \
-  cargo test -p pool-core --no-default-features --lib --release -- loom
-
-step "Miri"
-MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" scripts/miri.sh
-
-step "each library crate alone, with each of its features"
-# `cargo check -p CRATE --no-default-features --features F` per feature
-# (feature sets the main build never uses: their own artifacts, beside it).
-tests "$log" "crates alone" scripts/feature_check.sh
-
-step "dependency floors (direct dependencies at their lowest versions)"
-# A requirement below what the code uses (a method a later patch release
-# added) fails here rather than in a user's build locked at that release.
-MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}" \
+if $floors_built; then
+  step "dependency floors: the library crates' unit tests"
   tests "$log" "dependency floors" scripts/min_versions.sh
-
-step "public API (against each library crate's public-api.txt)"
-# A change to the public API fails here until the listing is updated
-# (scripts/api_check.sh --bless), so it shows as a diff in review.
-API_TARGET_DIR="${API_TARGET_DIR:-$target_dir/api}" tests "$log" "public API" scripts/api_check.sh
+fi
 
 if $tables_listed; then
   step "tables left in the shared databases"
