@@ -94,11 +94,14 @@ export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-limited}
 target_dir=${CARGO_TARGET_DIR:-target}
 
 started=$SECONDS
-# The CPU seconds (user and system) of the commands that have ended so far,
-# shown with each step's wall-clock time: on 2 cores the run is bounded by
-# CPU, so a change that grows its cost shows up here first.
+# The CPU seconds (user and system) of this script's commands that have
+# ended so far (a lane's count when it is joined), shown with each step's
+# wall-clock time: on 2 cores the run is bounded by CPU, so a change that
+# grows its cost shows up here first. From /proc (the shell's `times` would
+# run in a subshell and count nothing); empty where there is no /proc.
+ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
 cpu_seconds() {
-  times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%d", s }'
+  awk -v hz="$ticks" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13 + $14 + $15) / hz }' "/proc/$$/stat" 2>/dev/null || true
 }
 step() {
   echo
@@ -112,16 +115,7 @@ if [[ -n "${CI:-}" && "${CI}" != "false" && "${CI}" != "0" ]]; then in_ci=true; 
 # initdb pass's, whose tests the paused-clock pass counted as ignored.
 log=$(mktemp)
 ran_alone=$(mktemp)
-background_log=$(mktemp)
-background_status=$(mktemp)
-background_pid=
-stop_background() {
-  if [[ -n $background_pid ]] && kill -0 "$background_pid" 2>/dev/null; then
-    pkill -TERM -P "$background_pid" 2>/dev/null || true
-    kill "$background_pid" 2>/dev/null || true
-  fi
-}
-trap 'stop_background; rm -f "$log" "$ran_alone" "$background_log" "$background_status"' EXIT
+trap 'stop_lanes; rm -f "$log" "$ran_alone"' EXIT
 failed_passes=()
 
 # Runs a test pass, its output shown and kept in the log named first; a
@@ -181,6 +175,49 @@ counts() {
   ' "$log" "$ran_alone"
 }
 
+# Lanes: a list of steps run one after another in a background subshell,
+# its output kept in a file and shown (and logged for the closing counts)
+# when the lane is joined, with the labels of its failed passes. Its steps
+# print their headers with the time they started.
+declare -A lane_pid lane_out lane_failed
+in_background() { # name, command (usually a function of this script)...
+  local name=$1
+  shift
+  lane_out[$name]=$(mktemp)
+  lane_failed[$name]=$(mktemp)
+  (
+    failed_passes=()
+    "$@"
+    if ((${#failed_passes[@]})); then printf '%s\n' "${failed_passes[@]}" >"${lane_failed[$name]}"; fi
+  ) >"${lane_out[$name]}" 2>&1 &
+  lane_pid[$name]=$!
+}
+join_lane() { # name
+  local name=$1 label
+  [[ -n ${lane_pid[$name]:-} ]] || return 0
+  wait "${lane_pid[$name]}" || failed_passes+=("$name (ended early)")
+  unset "lane_pid[$name]"
+  step "$name: what it printed in the background"
+  tee -a "$log" <"${lane_out[$name]}"
+  while IFS= read -r label; do failed_passes+=("$label"); done <"${lane_failed[$name]}"
+  rm -f "${lane_out[$name]}" "${lane_failed[$name]}"
+}
+stop_lanes() {
+  local pid file
+  for pid in "${lane_pid[@]}"; do
+    pkill -TERM -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+  for file in "${lane_out[@]}" "${lane_failed[@]}"; do rm -f "$file"; done
+}
+failed() { # label: whether a pass of that label failed
+  local label
+  for label in "${failed_passes[@]}"; do [[ $label == "$1" ]] && return 0; done
+  return 1
+}
+# The lowest priority, for the builds that run beside the tests.
+low() { nice -n 19 "$@"; }
+
 ignored_args=()
 initdb_alone=false
 if [[ -n "${DATABASE_URL:-}" && -n "${MYSQL_URL:-}" ]]; then
@@ -218,6 +255,43 @@ cargo fmt --all --check
 
 step "import graph (no import cycle, leaves below the engine, engine files calling one way, the journey's names defined)"
 python3 scripts/import_graph.py
+
+# The builds with target dirs of their own (loom's, Miri's, the floors')
+# start now, in a lane beside everything else at the lowest priority, so
+# they take only the CPU the main build and the tests leave idle: the main
+# build has stretches on one core (the last crates of a chain, linking), and
+# the tests spend most of their time waiting on the databases and timeouts.
+# All three are deterministic and time nothing; the floors' unit tests,
+# which do, run at the end (built here).
+side_builds() {
+  step "loom models"
+  # Loom swaps std's atomics and mutexes for its model checker's; it needs
+  # its own build (different cfg), kept apart so the main build stays
+  # cached. The search is bounded at four preemptions per schedule (a
+  # caller's value wins): the models then take about 7 s instead of about
+  # 56 s, two of them 18-20 s each unbounded. Each of three bugs put in by
+  # hand is caught at two, three and four preemptions alike: the Release
+  # that publishes a handed-over connection made Relaxed (six models fail),
+  # the SeqCst fence between a slot's free and `close` removed (one, as
+  # unbounded), the one between a park and a queuing caller removed
+  # (four). Run them unbounded by hand with the command in
+  # pool-core/src/engine/loom_tests.rs.
+  LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-$target_dir/loom}" \
+    tests /dev/null "loom models" \
+    low cargo test -p pool-core --no-default-features --lib --release -- loom
+
+  step "Miri"
+  MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests /dev/null "Miri" low scripts/miri.sh
+
+  step "dependency floors: build (direct dependencies at their lowest versions)"
+  # A requirement below what the code uses (a method a later patch release
+  # added) fails here rather than in a user's build locked at that release.
+  tests /dev/null "dependency floors (build)" low scripts/min_versions.sh --no-run
+}
+export MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}"
+step "loom, Miri and the dependency floors: building in the background (output at the end)"
+in_background "loom, Miri, floors" side_builds
 
 step "clippy (features: $features)"
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings
@@ -273,49 +347,26 @@ if [[ ${#ignored_args[@]} -gt 0 ]]; then
   fi
 fi
 
-# The paused-clock pass is built first, then run in the background: its
-# tests spend most of their time waiting on the databases, their own
-# clusters and proxies, and timeouts, so the builds that come next (loom,
-# Miri, the docs, each crate alone, the floors; all deterministic, none
-# timing anything) run beside it under `nice -n 19`, on the CPU the tests
-# leave idle, and the tests keep the priority they would have alone. What
-# times anything on real time (the production-clock pass, the floors' unit
-# tests, the initdb pass) runs after the background pass has ended. Cargo
-# holds its build lock only while it builds, so the builds beside it share
-# the target dir; the background pass's output is shown when it ends.
+# The paused-clock pass is built, then run in a lane of its own: its tests
+# spend most of their time waiting on the databases, their own clusters and
+# proxies, and timeouts, so the next steps (the API check, the doc tests,
+# the README blocks, each crate alone, the production-clock build; none
+# times anything) run beside it at the lowest priority, and the tests keep
+# the priority they would have alone. What times anything on real time
+# (the production-clock pass, the floors' unit tests, the initdb pass) runs
+# once every lane has ended. Cargo holds its build lock only while it
+# builds, so the steps beside the tests share the target dir.
+paused_clock_tests() {
+  tests /dev/null "tests, paused clock" \
+    cargo test --workspace --features "$features" --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}"
+}
 step "tests, paused clock: build (every crate, every feature but the benchmark peers)"
 if cargo test --workspace --features "$features" --tests --no-run; then
-  step "tests, paused clock: running in the background (output when they end); the next steps run beside them at low priority"
-  (
-    status=0
-    cargo test --workspace --features "$features" --no-fail-fast --tests -- "${ignored_args[@]}" "${measurements[@]}" \
-      >"$background_log" 2>&1 || status=$?
-    echo "$status" >"$background_status"
-  ) &
-  background_pid=$!
+  step "tests, paused clock: running in the background (output at the end)"
+  in_background "tests, paused clock" paused_clock_tests
 else
   failed_passes+=("tests, paused clock (build)")
 fi
-low() { nice -n 19 "$@"; }
-
-step "loom models"
-# Loom swaps std's atomics and mutexes for its model checker's; it needs its
-# own build (different cfg), kept apart so the main build stays cached.
-# The search is bounded at four preemptions per schedule (a caller's value
-# wins): the models then take about 7 s instead of about 56 s, two of them
-# 18-20 s each unbounded. Each of three bugs put in by hand is caught at
-# two, three and four preemptions alike: the Release that publishes a
-# handed-over connection made Relaxed (six models fail), the SeqCst fence
-# between a slot's free and `close` removed (one, as unbounded), the one
-# between a park and a queuing caller removed (four). Run them unbounded
-# by hand with the command in pool-core/src/engine/loom_tests.rs.
-LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-4} \
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-$target_dir/loom}" \
-  tests "$log" "loom models" \
-  low cargo test -p pool-core --no-default-features --lib --release -- loom
-
-step "Miri"
-MIRI_TARGET_DIR="${MIRI_TARGET_DIR:-$target_dir/miri}" tests "$log" "Miri" low scripts/miri.sh
 
 step "public API (against each library crate's public-api.txt)"
 # A change to the public API fails here until the listing is updated
@@ -334,27 +385,12 @@ step "each library crate alone, with each of its features"
 # (feature sets the main build never uses: their own artifacts, beside it).
 tests "$log" "crates alone" low scripts/feature_check.sh
 
-step "dependency floors: build (direct dependencies at their lowest versions)"
-# A requirement below what the code uses (a method a later patch release
-# added) fails here rather than in a user's build locked at that release.
-# Built here, its unit tests run once the background pass has ended.
-export MIN_VERSIONS_TARGET_DIR="${MIN_VERSIONS_TARGET_DIR:-$target_dir/minimal}"
-failed_before=${#failed_passes[@]}
-tests "$log" "dependency floors (build)" low scripts/min_versions.sh --no-run
-floors_built=true
-((${#failed_passes[@]} == failed_before)) || floors_built=false
-
 step "tests, production clock: build (pool-core without tokio-clock)"
 tests "$log" "tests, production clock (build)" \
   low cargo test -p pool-core --lib --test engine --no-run
 
-if [[ -n $background_pid ]]; then
-  step "tests, paused clock: waiting for the background run"
-  wait "$background_pid" || true
-  background_pid=
-  tee -a "$log" <"$background_log"
-  if [[ "$(cat "$background_status")" != 0 ]]; then failed_passes+=("tests, paused clock"); fi
-fi
+join_lane "tests, paused clock"
+join_lane "loom, Miri, floors"
 
 if $initdb_alone; then
   step "tests that need only initdb (their own throw-away clusters)"
@@ -406,7 +442,7 @@ step "tests, production clock (pool-core without tokio-clock)"
 tests "$log" "tests, production clock" \
   cargo test -p pool-core --no-fail-fast --lib --test engine
 
-if $floors_built; then
+if ! failed "dependency floors (build)"; then
   step "dependency floors: the library crates' unit tests"
   tests "$log" "dependency floors" scripts/min_versions.sh
 fi
