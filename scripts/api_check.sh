@@ -7,6 +7,10 @@
 #   scripts/api_check.sh           # check; fails with the diff on a change
 #   scripts/api_check.sh --bless   # write the listings anew
 #
+# The docs are checked on the way: rustdoc runs with warnings denied
+# (broken and private links, bad HTML), over every member of the workspace,
+# hidden items included, so this is also the test command's doc check.
+#
 # The listing comes from rustdoc's JSON output, hidden items included
 # (scripts/public_api.py says what is listed and counted), with the feature
 # set the test command builds with (scripts/workspace_features.sh: every
@@ -38,11 +42,12 @@ echo "api_check.sh: $("$rustdoc" --version)"
 
 crates=(pool-api pool-core pool-ambient pool-postgres pool-sqlx)
 for crate in "${crates[@]}"; do rm -f "$target_dir/doc/${crate//-/_}.json"; done
-# Every member is documented, not only the five: selecting fewer packages
-# would resolve the dependencies' features anew and check them again.
-RUSTDOC=$wrapper RUSTDOCFLAGS="-Z unstable-options --output-format json --document-hidden-items" \
-  cargo doc --quiet --workspace --lib --no-deps --features "$(scripts/workspace_features.sh)" ||
-  fail "rustdoc could not document the workspace"
+# Every member is documented, not only the five (binaries too): selecting
+# fewer packages would resolve the dependencies' features anew and check
+# them again.
+RUSTDOC=$wrapper RUSTDOCFLAGS="-D warnings -Z unstable-options --output-format json --document-hidden-items" \
+  cargo doc --quiet --workspace --no-deps --features "$(scripts/workspace_features.sh)" ||
+  fail "rustdoc could not document the workspace, or warned (above)"
 
 changed=()
 for crate in "${crates[@]}"; do

@@ -5,37 +5,43 @@
 #   1. cargo fmt --check, then scripts/import_graph.py (every file of every
 #      crate: no import cycle, leaves below the engine, no two engine files
 #      calling each other, every name the engine's journey cites defined)
-#   2. clippy on every target with every feature but the benches' `peers`
+#   2. started at once in a lane of their own, at the lowest priority (see
+#      "Lanes" below): the loom models of the lock-free parts, every
+#      schedule with up to four preemptions (LOOM_MAX_PREEMPTIONS); Miri
+#      over the unsafe unit tests (scripts/miri.sh); the dependency floors'
+#      build (scripts/min_versions.sh): every direct dependency resolved to
+#      the lowest version its requirement allows, then the library crates
+#      built with every feature
+#   3. clippy on every target with every feature but the benches' `peers`
 #      (see below), warnings denied; then rustdoc on every crate, warnings
-#      denied
-#   3. tests, paused-clock pass: the whole workspace with those features, so
+#      denied, whose JSON output gives the public API of the library crates,
+#      checked against the listings checked in (scripts/api_check.sh)
+#   4. tests, paused-clock pass: the whole workspace with those features, so
 #      pool-core's `tokio-clock` is on and the tests that drive time with
-#      `start_paused` can (they fail to compile without it, on purpose).
-#      Built, then run in the background while steps 4 to 9 run beside it
-#      at low priority (see that step). The example programs are not
-#      linked here: clippy has checked them, and their smoke tests live in
-#      the examples crate's library.
-#   4. the loom models of the lock-free parts, every schedule with up to
-#      four preemptions (LOOM_MAX_PREEMPTIONS; see that step)
-#   5. Miri over the unsafe unit tests (scripts/miri.sh)
-#   6. the public API of the library crates against the listings checked
-#      in (scripts/api_check.sh; rustdoc's JSON output)
-#   7. the doc tests, then README.md's dependency blocks, each in a new
-#      crate outside the workspace (scripts/readme_deps.sh)
-#   8. each library crate alone, with no feature and with each of its
-#      features (scripts/feature_check.sh)
-#   9. the dependency floors, built (scripts/min_versions.sh): every direct
-#      dependency resolved to the lowest version its requirement allows,
-#      then the library crates built with every feature; then the
-#      production-clock pass built: pool-core without `tokio-clock`, so the
-#      CPU-counter clock (quanta) is compiled and exercised
-#  10. once the background pass has ended: without the database URLs, the
-#      tests that need only initdb, in a pass of their own when initdb is
-#      there; the production-clock pass (its unit tests and the engine
-#      tests that run on real time, the stress test among them); the
-#      floors' unit tests, so each declared floor builds and passes
+#      `start_paused` can (they fail to compile without it, on purpose);
+#      built, then run in a lane. The example programs are not linked here:
+#      clippy has checked them, and their smoke tests live in the examples
+#      crate's library.
+#   5. beside those tests, at the lowest priority: the doc tests, README.md's
+#      dependency blocks, each in a new crate outside the workspace
+#      (scripts/readme_deps.sh), each library crate alone with no feature
+#      and with each of its features (scripts/feature_check.sh), and the
+#      production-clock pass's build: pool-core without `tokio-clock`, so
+#      the CPU-counter clock (quanta) is compiled and exercised
+#   6. once both lanes have ended, what runs on real time: without the
+#      database URLs, the tests that need only initdb, in a pass of their
+#      own when initdb is there; the production-clock pass (its unit tests
+#      and the engine tests that run on real time, the stress test among
+#      them); the floors' unit tests, so each declared floor builds and
+#      passes
 #
-# Build cost (CI has 2 cores and 30 minutes): pass 3 builds everything once,
+# Lanes: on 2 cores the run is bound by CPU. The main build leaves a core
+# idle at times (the last crates of a chain, linking) and the tests spend
+# much of their time waiting on the databases and timeouts, so the steps
+# that time nothing run beside them under `nice -n 19`, on the CPU left
+# over, and the tests keep the priority they would have alone.
+#
+# Build cost (CI has 2 cores and 30 minutes): pass 4 builds everything once,
 # with `debug = "limited"` for our crates (frames and lines for backtraces,
 # which the leak tests read, without the types and variables a debugger
 # shows; Cargo.toml keeps full debug info for a developer's own builds).
@@ -296,10 +302,14 @@ in_background "loom, Miri, floors" side_builds
 step "clippy (features: $features)"
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 
-# The docs of every crate, warnings (broken or private links) denied: the
-# dependencies' metadata is clippy's, so this is rustdoc on our crates only.
-step "rustdoc (warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$features"
+# The docs of every crate, warnings (broken or private links, bad HTML)
+# denied, and the public API of the library crates against the listings
+# checked in: one rustdoc run, its JSON output read by scripts/api_check.sh
+# (the dependencies' metadata is clippy's, so this is rustdoc on our crates
+# only). A change to the public API fails here until the listing is
+# updated (scripts/api_check.sh --bless), so it shows as a diff in review.
+step "rustdoc (warnings denied) and the public API (against each library crate's public-api.txt)"
+tests "$log" "rustdoc and the public API" scripts/api_check.sh
 
 # The ignored tests that are measurements, not checks (run them by hand with
 # --ignored --nocapture): every test whose ignore reason starts with "a
@@ -349,8 +359,8 @@ fi
 
 # The paused-clock pass is built, then run in a lane of its own: its tests
 # spend most of their time waiting on the databases, their own clusters and
-# proxies, and timeouts, so the next steps (the API check, the doc tests,
-# the README blocks, each crate alone, the production-clock build; none
+# proxies, and timeouts, so the next steps (the doc tests, the README
+# blocks, each crate alone, the production-clock build; none
 # times anything) run beside it at the lowest priority, and the tests keep
 # the priority they would have alone. What times anything on real time
 # (the production-clock pass, the floors' unit tests, the initdb pass) runs
@@ -367,11 +377,6 @@ if cargo test --workspace --features "$features" --tests --no-run; then
 else
   failed_passes+=("tests, paused clock (build)")
 fi
-
-step "public API (against each library crate's public-api.txt)"
-# A change to the public API fails here until the listing is updated
-# (scripts/api_check.sh --bless), so it shows as a diff in review.
-tests "$log" "public API" low scripts/api_check.sh
 
 step "doc tests (every crate, every feature but the benchmark peers)"
 tests "$log" "doc tests" \
